@@ -1,0 +1,7 @@
+"""Decoders: state is returned, never hidden."""
+
+from attend.decoders.bahdanau import BahdanauDecoder
+from attend.decoders.luong import LuongDecoder
+from attend.decoders.rnn import RNNDecoder
+
+__all__ = ["RNNDecoder", "BahdanauDecoder", "LuongDecoder"]

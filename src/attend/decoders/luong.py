@@ -1,0 +1,55 @@
+"""Luong flow: run the cell first, attend with h_i, output from tanh(W[c_i; h_i])."""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+from attend.decoders.rnn import RNNDecoder, State
+from attend.memory import Memory
+
+
+class LuongDecoder(RNNDecoder):
+    """Luong et al. 2015, eq. 5: h~_t = tanh(W_c [c_t; h_t]); sec. 3.3 input feeding feeds h~_{t-1}
+    back with the next input. Without input feeding the whole target runs through the RNN in one
+    call and attends for all steps at once (T > 1 queries).
+    """
+
+    def __init__(self, *args, input_feeding: bool = True, **kwargs) -> None:
+        self.input_feeding = input_feeding
+        super().__init__(*args, **kwargs)
+        self.combine = nn.Linear(self.attention.output_dim + self.hidden_size, self.output_dim, bias=False)
+
+    def rnn_input_size(self, embedding_dim: int, context_dim: int) -> int:
+        return embedding_dim + (self._feed_dim() if self.input_feeding else 0)
+
+    def _feed_dim(self) -> int:
+        return self.output_dim
+
+    def init_state(self, memory: Memory) -> State:
+        state = super().init_state(memory)
+        if self.input_feeding:
+            state["feed"] = memory.values.new_zeros(memory.values.size(0), 1, self.output_dim)
+        return state
+
+    def _attend_and_combine(self, outputs: Tensor, memory: Memory, attention_state: dict):
+        attended = self.attention(outputs, memory, attention_state)  # context (B, T, Dv)
+        features = torch.tanh(self.combine(torch.cat([attended.context, outputs], dim=-1)))  # (B, T, O)
+        return features, attended
+
+    def _step_features(self, embedded: Tensor, memory: Memory, state: State) -> tuple[Tensor, Tensor, State]:
+        inputs = torch.cat([embedded, state["feed"]], dim=-1) if self.input_feeding else embedded
+        outputs, new_state = self.run_rnn(inputs, state)  # (B, 1, H)
+        features, attended = self._attend_and_combine(outputs, memory, state["attention"])
+        new_state["attention"] = attended.state
+        if self.input_feeding:
+            new_state["feed"] = features
+        return self.dropout(features), attended.weights, new_state
+
+    def features(self, tgt_in: Tensor, memory: Memory) -> tuple[Tensor, Tensor]:
+        if self.input_feeding or self.attention.init_state(memory):
+            return super().features(tgt_in, memory)  # each step needs the previous one
+        embedded = self.dropout(self.embedding(tgt_in))  # (B, T, E)
+        outputs, _ = self.run_rnn(embedded, self.init_state(memory))  # (B, T, H): one fused call
+        features, attended = self._attend_and_combine(outputs, memory, {})
+        return self.dropout(features), attended.weights

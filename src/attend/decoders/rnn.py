@@ -1,0 +1,132 @@
+"""The shared part of the two RNN decoder flows: embedding, recurrent state, output layer."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+from torch import Tensor, nn
+
+from attend.attention import Attention
+from attend.memory import Memory
+
+RNN_TYPES = {"gru": nn.GRU, "lstm": nn.LSTM}
+State = dict[str, Tensor | dict]
+
+
+class RNNDecoder(nn.Module):
+    """An attention RNN decoder; subclasses write ``_step_features`` (one flow of DESIGN.md).
+
+    State is returned, never kept: ``{"hidden": (B, L, H)[, "cell": (B, L, H)], "attention": {...}}``,
+    batch first so that search can reorder it with one generic ``index_select``.
+    """
+
+    def __init__(
+        self,
+        vocab_size: int,
+        memory_dim: int,
+        attention: Callable[..., Attention],
+        pad_id: int = 0,
+        embedding_dim: int = 256,
+        hidden_size: int = 512,
+        num_layers: int = 1,
+        rnn_type: str = "gru",
+        dropout: float = 0.1,
+        output_dim: int | None = None,
+        tie_embeddings: bool = False,
+        init_state: str = "bridge",
+    ) -> None:
+        super().__init__()
+        if rnn_type not in RNN_TYPES:
+            raise ValueError(f"decoder.rnn_type must be one of {sorted(RNN_TYPES)}, got {rnn_type!r}")
+        if init_state not in ("bridge", "zeros"):
+            raise ValueError(f"decoder.init_state must be 'bridge' or 'zeros', got {init_state!r}")
+        self.vocab_size = vocab_size
+        self.hidden_size = hidden_size
+        self.num_layers = num_layers
+        self.is_lstm = rnn_type == "lstm"
+        self.output_dim = output_dim or (embedding_dim if tie_embeddings else hidden_size)
+        self.embedding = nn.Embedding(vocab_size, embedding_dim, padding_idx=pad_id)
+        self.dropout = nn.Dropout(dropout)
+        self.attention = attention(query_dim=hidden_size, value_dim=memory_dim)
+        self.rnn = RNN_TYPES[rnn_type](
+            self.rnn_input_size(embedding_dim, self.attention.output_dim),
+            hidden_size,
+            num_layers=num_layers,
+            batch_first=True,
+            dropout=dropout if num_layers > 1 else 0.0,
+        )
+        self.bridge = nn.Linear(memory_dim, num_layers * hidden_size) if init_state == "bridge" else None
+        self.output_layer = nn.Linear(self.output_dim, vocab_size)
+        if tie_embeddings:
+            if self.output_dim != embedding_dim:
+                raise ValueError(
+                    f"decoder.tie_embeddings needs output_dim == embedding_dim, got {self.output_dim} and "
+                    f"{embedding_dim}: set decoder.output_dim to {embedding_dim} or turn tying off"
+                )
+            self.output_layer.weight = self.embedding.weight
+
+    def rnn_input_size(self, embedding_dim: int, context_dim: int) -> int:
+        raise NotImplementedError
+
+    def _step_features(self, embedded: Tensor, memory: Memory, state: State) -> tuple[Tensor, Tensor, State]:
+        """One step: embedded (B, 1, E) -> features (B, 1, O), weights (B, 1, S), new state."""
+        raise NotImplementedError
+
+    # -- the Decoder contract -------------------------------------------------------------
+    def prepare(self, memory: Memory) -> Memory:
+        """Project keys once per source (before beams are tiled)."""
+        return self.attention.prepare(memory)
+
+    def init_state(self, memory: Memory) -> State:
+        batch = memory.values.size(0)
+        if self.bridge is None:
+            hidden = memory.values.new_zeros(batch, self.num_layers, self.hidden_size)
+        else:
+            summary = memory.final if memory.final is not None else masked_mean(memory.values, memory.mask)
+            hidden = torch.tanh(self.bridge(summary)).view(batch, self.num_layers, self.hidden_size)
+        state: State = {"hidden": hidden, "attention": self.attention.init_state(memory)}
+        if self.is_lstm:
+            state["cell"] = torch.zeros_like(hidden)
+        return state
+
+    def step(self, prev_tokens: Tensor, memory: Memory, state: State) -> tuple[Tensor, Tensor, State]:
+        """prev_tokens (B,) -> logits (B, V), weights (B, S), new state."""
+        embedded = self.dropout(self.embedding(prev_tokens.unsqueeze(1)))  # (B, 1, E)
+        features, weights, state = self._step_features(embedded, memory, state)
+        return self.output_layer(features.squeeze(1)), weights.squeeze(1), state
+
+    def forward(self, tgt_in: Tensor, memory: Memory) -> tuple[Tensor, Tensor]:
+        """Teacher forcing: tgt_in (B, T) -> logits (B, T, V), weights (B, T, S)."""
+        if memory.keys is None:
+            memory = self.prepare(memory)
+        features, weights = self.features(tgt_in, memory)  # (B, T, O), (B, T, S)
+        return self.output_layer(features), weights  # the big projection runs once, not per step
+
+    def features(self, tgt_in: Tensor, memory: Memory) -> tuple[Tensor, Tensor]:
+        """Pre-output features of every step (B, T, O) and weights (B, T, S); default: a step loop."""
+        embedded = self.dropout(self.embedding(tgt_in))  # (B, T, E)
+        state = self.init_state(memory)
+        features, weights = [], []
+        for t in range(tgt_in.size(1)):
+            feature, weight, state = self._step_features(embedded[:, t : t + 1], memory, state)
+            features.append(feature)
+            weights.append(weight)
+        return torch.cat(features, dim=1), torch.cat(weights, dim=1)
+
+    # -- helpers for subclasses -----------------------------------------------------------
+    def run_rnn(self, inputs: Tensor, state: State) -> tuple[Tensor, State]:
+        """Run the RNN over inputs (B, T, I) from the batch-first state; returns outputs (B, T, H)."""
+        hidden = state["hidden"].transpose(0, 1).contiguous()  # (L, B, H)
+        if self.is_lstm:
+            cell = state["cell"].transpose(0, 1).contiguous()
+            outputs, (hidden, cell) = self.rnn(inputs, (hidden, cell))
+            return outputs, {**state, "hidden": hidden.transpose(0, 1), "cell": cell.transpose(0, 1)}
+        outputs, hidden = self.rnn(inputs, hidden)
+        return outputs, {**state, "hidden": hidden.transpose(0, 1)}
+
+
+def masked_mean(values: Tensor, mask: Tensor) -> Tensor:
+    """Mean over the valid positions: values (B, S, D), mask (B, S) -> (B, D)."""
+    weights = mask.unsqueeze(-1).to(values.dtype)  # (B, S, 1)
+    return (values * weights).sum(1) / weights.sum(1).clamp(min=1.0)

@@ -1,0 +1,51 @@
+"""Greedy search, batched: one decoder step per output position for the whole batch."""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from attend.memory import Memory
+from attend.search.result import SearchResult, forbid, max_lengths
+
+
+class GreedySearch:
+    """Pick the most probable token at each step until every sentence has produced the end token."""
+
+    def __init__(self, max_len_a: float = 1.5, max_len_b: int = 10) -> None:
+        self.max_len_a = max_len_a
+        self.max_len_b = max_len_b
+
+    @torch.no_grad()
+    def __call__(self, decoder, memory: Memory, bos_id: int, eos_id: int, pad_id: int) -> SearchResult:
+        memory = decoder.prepare(memory)
+        state = decoder.init_state(memory)
+        batch = memory.values.size(0)
+        limits = max_lengths(memory.lengths, self.max_len_a, self.max_len_b)  # (B,)
+        prev = torch.full((batch,), bos_id, dtype=torch.long, device=memory.values.device)
+        finished = torch.zeros(batch, dtype=torch.bool, device=prev.device)
+        scores = torch.zeros(batch, device=prev.device)
+        tokens: list[Tensor] = []
+        weights: list[Tensor] = []
+        for t in range(int(limits.max())):
+            logits, step_weights, state = decoder.step(prev, memory, state)  # (B, V), (B, S)
+            logp = forbid(torch.log_softmax(logits.float(), dim=-1), [pad_id, bos_id])
+            best = logp.argmax(dim=-1)  # (B,)
+            best = torch.where(t + 1 >= limits, torch.full_like(best, eos_id), best)
+            best = torch.where(finished, torch.full_like(best, pad_id), best)
+            step_scores = logp.gather(1, best.unsqueeze(1)).squeeze(1)
+            scores = scores + torch.where(finished, torch.zeros_like(scores), step_scores)
+            tokens.append(best)
+            weights.append(step_weights)
+            finished = finished | (best == eos_id)
+            if bool(finished.all()):
+                break
+            prev = best
+        tokens_t = torch.stack(tokens, dim=1)  # (B, T)
+        return SearchResult(
+            tokens=tokens_t,
+            lengths=(tokens_t != pad_id).sum(dim=1),
+            weights=torch.stack(weights, dim=1),  # (B, T, S)
+            scores=scores,
+            eos_id=eos_id,
+        )
