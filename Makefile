@@ -1,0 +1,42 @@
+# The two commands of the README: `make train` and `make test`. Both install what is missing first.
+VENV ?= .venv
+PYTHON ?= python3
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.attend-installed
+# Debian packages the embedded data sets are built from
+DEB_PACKAGES := trans-de-en
+
+.PHONY: install debs train test lint clean
+
+install: $(STAMP) debs
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e ".[dev]"
+	touch $(STAMP)
+
+debs:
+	@missing=""; for p in $(DEB_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -z "$$missing" ]; then exit 0; fi; \
+	if [ "$$(id -u)" = 0 ]; then \
+		echo "installing Debian packages:$$missing"; \
+		apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q $$missing; \
+	else \
+		echo "Attend needs the Debian packages:$$missing"; \
+		echo "run:  sudo apt-get update && sudo apt-get install -y$$missing   then run make again"; \
+		exit 1; \
+	fi
+
+# the default experiment: Ding German->English, additive attention, on CPU; ARGS adds Hydra overrides
+train: install
+	$(PY) train.py $(ARGS)
+
+test: install
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+lint: install
+	$(VENV)/bin/ruff check src tests scripts train.py eval.py predict.py
+
+clean:
+	rm -rf outputs multirun .pytest_cache

@@ -1,0 +1,15 @@
+"""Evaluate a checkpoint on its test split: python eval.py ckpt_path=outputs/.../checkpoints/best.ckpt"""
+
+import hydra
+from omegaconf import DictConfig
+
+from attend.evaluate import evaluate
+
+
+@hydra.main(version_base="1.3", config_path="conf", config_name="eval")
+def main(cfg: DictConfig) -> None:
+    evaluate(cfg)
+
+
+if __name__ == "__main__":
+    main()

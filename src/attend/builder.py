@@ -1,0 +1,59 @@
+"""Wiring: data module, encoder, attention, decoder and LightningModule from one config."""
+
+from __future__ import annotations
+
+import lightning as L
+from hydra.utils import instantiate
+from omegaconf import DictConfig, OmegaConf
+
+from attend.model import Seq2Seq
+
+
+class ConfigError(ValueError):
+    """A configuration that cannot run; the message names the key and the fix."""
+
+
+def check_config(cfg: DictConfig) -> None:
+    """Fail at start-up on mandatory values (``???``) that were never set."""
+    missing = sorted(OmegaConf.missing_keys(cfg))
+    if missing:
+        keys = ", ".join(missing)
+        raise ConfigError(
+            f"mandatory config values are not set: {keys}; set them on the command line, e.g. {missing[0]}=..."
+        )
+
+
+def build_datamodule(cfg: DictConfig, tokenizer_states: dict | None = None) -> L.LightningDataModule:
+    """The task's data module; with ``tokenizer_states`` (from a checkpoint) it reuses that vocabulary."""
+    datamodule = instantiate(cfg.data)
+    if tokenizer_states is not None:
+        datamodule.load_tokenizers(tokenizer_states)
+    return datamodule
+
+
+def build_model(cfg: DictConfig, datamodule: L.LightningDataModule) -> Seq2Seq:
+    """Encoder from ``cfg.encoder``, attention partial from ``cfg.attention``, decoder around both."""
+    tokenizers = datamodule.tokenizers()
+    target = tokenizers["target"]
+    encoder = instantiate(cfg.encoder, **datamodule.encoder_kwargs())
+    decoder = instantiate(
+        cfg.decoder,
+        vocab_size=target.vocab_size,
+        pad_id=target.pad_id,
+        memory_dim=encoder.output_dim,
+        attention=instantiate(cfg.attention),
+    )
+    return instantiate(
+        cfg.model,
+        encoder=encoder,
+        decoder=decoder,
+        tokenizers=tokenizers,
+        run_config=OmegaConf.to_container(cfg, resolve=True),
+    )
+
+
+def instantiate_all(group: DictConfig | None) -> list:
+    """Instantiate every entry of a dict-of-configs group (callbacks, loggers); ``null`` entries are off."""
+    if not group:
+        return []
+    return [instantiate(entry) for entry in group.values() if entry is not None and "_target_" in entry]

@@ -1,0 +1,106 @@
+"""Callbacks: attention plots and samples every validation epoch, tokens per second."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import lightning as L
+from lightning.pytorch.loggers import TensorBoardLogger, WandbLogger
+from lightning.pytorch.utilities import rank_zero_only
+
+from attend.plots import close_figure
+
+log = logging.getLogger(__name__)
+
+
+class AttentionPlots(L.Callback):
+    """Decode a fixed set of validation examples each validation epoch; plot and log their attention.
+
+    PNGs land in ``<output_dir>/attention/epoch_XXX/``; W&B receives images and a table of
+    source, reference and output; TensorBoard receives figures and text.
+    """
+
+    def __init__(
+        self, plot: Callable, output_dir: str, num_examples: int = 4, every_n_epochs: int = 1
+    ) -> None:
+        self.plot = plot
+        self.output_dir = Path(output_dir)
+        self.num_examples = num_examples
+        self.every_n_epochs = every_n_epochs
+
+    @rank_zero_only
+    def on_validation_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if trainer.sanity_checking or trainer.current_epoch % self.every_n_epochs:
+            return
+        self.draw(trainer, pl_module, f"epoch_{trainer.current_epoch:03d}")
+
+    def draw(self, trainer: L.Trainer, pl_module: L.LightningModule, name: str, split: str = "val") -> Path:
+        """Plot the first examples of ``split`` into ``<output_dir>/attention/<name>``; returns that folder."""
+        datamodule = trainer.datamodule
+        batch = datamodule.example_batch(self.num_examples, split=split)
+        batch = pl_module.transfer_batch_to_device(batch, pl_module.device, 0)
+        was_training = pl_module.training
+        pl_module.eval()
+        hypotheses, result = pl_module.generate(batch, pl_module.val_search)
+        pl_module.train(was_training)
+        folder = self.output_dir / "attention" / name
+        folder.mkdir(parents=True, exist_ok=True)
+        tokenizer = pl_module.target_tokenizer
+        figures, paths, rows = [], [], []
+        for i, hypothesis in enumerate(hypotheses):
+            length = int(result.lengths[i])
+            output = tokenizer.tokens(result.tokens[i, :length].tolist())
+            source = datamodule.source_labels(batch, i)
+            weights = result.weights[i, :length].float().cpu().numpy()
+            fig = self.plot(weights, source, output, title=f"{name} example {i}")
+            path = folder / f"example_{i}.png"
+            fig.savefig(path, format="png")
+            figures.append(fig)
+            paths.append(str(path))
+            rows.append([batch["sources"][i], batch["references"][i], hypothesis])
+        _log_to_loggers(trainer, figures, paths, rows)
+        for fig in figures:
+            close_figure(fig)
+        (folder / "samples.tsv").write_text(
+            "source\treference\toutput\n" + "".join("\t".join(r) + "\n" for r in rows), encoding="utf-8"
+        )
+        return folder
+
+
+def _log_to_loggers(trainer: L.Trainer, figures: list, paths: list[str], rows: list[list[str]]) -> None:
+    step = trainer.global_step
+    for logger in trainer.loggers:
+        if isinstance(logger, WandbLogger):
+            logger.log_image(key="val/attention", images=paths, step=step)
+            logger.log_table(
+                key="val/samples", columns=["source", "reference", "output"], data=rows, step=step
+            )
+        elif isinstance(logger, TensorBoardLogger):
+            for i, fig in enumerate(figures):
+                logger.experiment.add_figure(f"val/attention/{i}", fig, global_step=step, close=False)
+            text = "\n\n".join(" | ".join(r) for r in rows)
+            logger.experiment.add_text("val/samples", text, global_step=step)
+
+
+class TokensPerSecond(L.Callback):
+    """Shows non-padding target tokens per second (wall clock, data loading included) in the progress bar."""
+
+    def __init__(self, smoothing: float = 0.9) -> None:
+        self.smoothing = smoothing
+        self.rate: float | None = None
+        self.last: float | None = None
+
+    def on_train_epoch_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self.last = time.perf_counter()
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        now = time.perf_counter()
+        elapsed, self.last = now - (self.last or now), now
+        if elapsed <= 0:
+            return
+        rate = batch["num_target_tokens"] / elapsed
+        self.rate = rate if self.rate is None else self.smoothing * self.rate + (1 - self.smoothing) * rate
+        pl_module.log("train/tok_s", self.rate, prog_bar=True, on_step=True, on_epoch=False, batch_size=1)

@@ -1,0 +1,54 @@
+"""evaluate(cfg): test metrics of a checkpoint, saved as JSON, with its attention plots."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import lightning as L
+from hydra.utils import instantiate
+from omegaconf import DictConfig
+
+from attend.builder import check_config
+from attend.callbacks import AttentionPlots
+from attend.checkpoint import load_checkpoint, restore
+from attend.train import write_results
+
+
+def search_overrides(cfg: DictConfig) -> dict:
+    """Dotted keys of the saved config that this evaluation changes (search settings)."""
+    overrides = {}
+    for key in ("beam_size", "length_penalty", "max_len_a", "max_len_b"):
+        if cfg.get(key) is not None:
+            overrides[f"model.test_search.{key}"] = cfg[key]
+    if cfg.get("beam_size") is not None:
+        overrides["model.test_search._target_"] = "attend.search.BeamSearch"
+    return overrides
+
+
+def evaluate(cfg: DictConfig) -> dict:
+    check_config(cfg)
+    output_dir = Path(cfg.paths.output_dir)
+    output_dir.mkdir(parents=True, exist_ok=True)
+    checkpoint = load_checkpoint(cfg.ckpt_path)
+    config, datamodule, model = restore(checkpoint, search_overrides(cfg))
+    trainer = L.Trainer(
+        accelerator=cfg.accelerator,
+        devices=1,
+        logger=False,
+        enable_checkpointing=False,
+        default_root_dir=output_dir,
+    )
+    metrics = trainer.test(model, datamodule=datamodule, verbose=False)[0]
+    metrics = {key: float(value) for key, value in metrics.items()}
+    write_results(output_dir, metrics, model.test_predictions)
+    plots = AttentionPlots(
+        plot=instantiate(config.callbacks.attention_plots.plot),
+        output_dir=str(output_dir),
+        num_examples=cfg.num_plots,
+    )
+    folder = plots.draw(trainer, model, "test", split="test")
+    print(json.dumps(metrics, indent=2))
+    print(f"metrics:         {output_dir / 'test_metrics.json'}")
+    print(f"attention plots: {folder}")
+    return metrics

@@ -1,0 +1,39 @@
+"""Shared fixtures: small random encoders, decoders and memories."""
+
+from __future__ import annotations
+
+import functools
+import os
+from pathlib import Path
+
+import pytest
+import torch
+
+from attend.attention import AdditiveAttention
+from attend.encoders import TextEncoder
+
+ROOT = Path(__file__).resolve().parents[1]
+os.environ.setdefault("WANDB_SILENT", "true")
+torch.set_num_threads(2)
+
+
+@pytest.fixture
+def source_batch():
+    """Padded token ids (B=3, S=7) with lengths 7, 4, 2."""
+    generator = torch.Generator().manual_seed(0)
+    src = torch.randint(4, 40, (3, 7), generator=generator)
+    lengths = torch.tensor([7, 4, 2])
+    src[1, 4:] = 0
+    src[2, 2:] = 0
+    return src, lengths
+
+
+@pytest.fixture
+def memory(source_batch):
+    torch.manual_seed(0)
+    encoder = TextEncoder(40, embedding_dim=8, hidden_size=8, dropout=0.0).eval()
+    return encoder(*source_batch)
+
+
+def additive(hidden_dim: int = 8):
+    return functools.partial(AdditiveAttention, hidden_dim=hidden_dim)

@@ -1,0 +1,83 @@
+import pytest
+import torch
+
+from attend.attention import AdditiveAttention
+from attend.decoders import BahdanauDecoder, LuongDecoder
+from tests.conftest import additive
+
+FLOWS = {
+    "bahdanau-gru": (BahdanauDecoder, {}),
+    "bahdanau-lstm-2layers": (BahdanauDecoder, {"rnn_type": "lstm", "num_layers": 2}),
+    "luong-feed": (LuongDecoder, {"input_feeding": True}),
+    "luong-nofeed": (LuongDecoder, {"input_feeding": False}),
+    "luong-lstm-nofeed-tied": (
+        LuongDecoder,
+        {"input_feeding": False, "rnn_type": "lstm", "tie_embeddings": True},
+    ),
+}
+
+
+def make(name, memory_dim=16, **extra):
+    cls, kwargs = FLOWS[name]
+    torch.manual_seed(0)
+    return cls(
+        30, memory_dim, additive(), embedding_dim=12, hidden_size=16, dropout=0.0, **kwargs, **extra
+    ).eval()
+
+
+@pytest.mark.parametrize("name", FLOWS)
+def test_forward_equals_a_loop_of_steps(name, memory):
+    decoder = make(name)
+    tgt_in = torch.randint(3, 30, (3, 6))
+    logits, weights = decoder(tgt_in, memory)
+    assert logits.shape == (3, 6, 30) and weights.shape == (3, 6, 7)
+    prepared = decoder.prepare(memory)
+    state = decoder.init_state(prepared)
+    for t in range(6):
+        step_logits, step_weights, state = decoder.step(tgt_in[:, t], prepared, state)
+        torch.testing.assert_close(step_logits, logits[:, t], atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(step_weights, weights[:, t], atol=1e-6, rtol=1e-5)
+
+
+def test_luong_without_feeding_uses_one_rnn_call(memory, monkeypatch):
+    decoder = make("luong-nofeed")
+    calls = []
+    original = decoder.rnn.forward
+    monkeypatch.setattr(decoder.rnn, "forward", lambda *a, **k: calls.append(1) or original(*a, **k))
+    decoder(torch.randint(3, 30, (3, 6)), memory)
+    assert len(calls) == 1
+
+
+@pytest.mark.parametrize("name", FLOWS)
+def test_state_is_batch_first_and_returned(name, memory):
+    decoder = make(name)
+    state = decoder.init_state(decoder.prepare(memory))
+    assert all(t.size(0) == 3 for t in state.values() if isinstance(t, torch.Tensor))
+    before = {k: v.clone() for k, v in state.items() if isinstance(v, torch.Tensor)}
+    decoder.step(torch.ones(3, dtype=torch.long), decoder.prepare(memory), state)
+    for key, value in before.items():  # step returns a new state and leaves the old one alone
+        torch.testing.assert_close(state[key], value)
+
+
+def test_gradients_reach_every_parameter(memory):
+    decoder = make("bahdanau-gru").train()
+    logits, _ = decoder(torch.randint(3, 30, (3, 5)), memory)
+    logits.sum().backward()
+    for name, parameter in decoder.named_parameters():
+        assert parameter.grad is not None and parameter.grad.abs().sum() > 0, name
+
+
+def test_tying_needs_matching_sizes():
+    with pytest.raises(ValueError, match="tie_embeddings"):
+        LuongDecoder(30, 16, additive(), embedding_dim=12, hidden_size=16, output_dim=16, tie_embeddings=True)
+
+
+def test_initial_state_from_mean_when_encoder_gives_no_summary(memory):
+    decoder = make("bahdanau-gru")
+    state = decoder.init_state(memory.replace(final=None))
+    assert state["hidden"].shape == (3, 1, 16)
+
+
+def test_unknown_rnn_type_is_refused():
+    with pytest.raises(ValueError, match="rnn_type"):
+        BahdanauDecoder(30, 16, AdditiveAttention, rnn_type="transformer")
