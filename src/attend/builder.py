@@ -27,7 +27,7 @@ def build_datamodule(cfg: DictConfig, tokenizer_states: dict | None = None) -> L
     """The task's data module; with ``tokenizer_states`` (from a checkpoint) it reuses that vocabulary."""
     datamodule = instantiate(cfg.data)
     if tokenizer_states is not None:
-        datamodule.load_tokenizers(tokenizer_states)
+        datamodule.load_state_dict(tokenizer_states)
     return datamodule
 
 
@@ -43,13 +43,10 @@ def build_model(cfg: DictConfig, datamodule: L.LightningDataModule) -> Seq2Seq:
         memory_dim=encoder.output_dim,
         attention=instantiate(cfg.attention),
     )
-    return instantiate(
-        cfg.model,
-        encoder=encoder,
-        decoder=decoder,
-        tokenizers=tokenizers,
-        run_config=OmegaConf.to_container(cfg, resolve=True),
-    )
+    model = instantiate(cfg.model, encoder=encoder, decoder=decoder, tokenizers=tokenizers)
+    # set after instantiation: Hydra would try to instantiate the _target_ entries inside it
+    model.run_config = OmegaConf.to_container(cfg, resolve=True)
+    return model
 
 
 def instantiate_all(group: DictConfig | None) -> list:

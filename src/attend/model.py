@@ -16,8 +16,8 @@ from attend.search import SearchResult
 class Seq2Seq(L.LightningModule):
     """Cross-entropy training with label smoothing; validation and test metrics on decoded text.
 
-    ``tokenizers`` maps "source" (None for images and audio) and "target" to tokenizer objects;
-    their states and the run's resolved config are saved in every checkpoint.
+    ``tokenizers`` maps "source" and "target" to tokenizer objects; their states and the run's
+    resolved config are saved in every checkpoint, so evaluation rebuilds both without training data.
     """
 
     def __init__(
@@ -121,5 +121,8 @@ class Seq2Seq(L.LightningModule):
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         checkpoint["attend"] = {
             "config": self.run_config,
-            "tokenizers": {k: (None if t is None else t.state_dict()) for k, t in self.tokenizers.items()},
+            "tokenizers": {
+                "src_tokenizer": self.tokenizers["source"].state_dict(),
+                "tgt_tokenizer": self.tokenizers["target"].state_dict(),
+            },
         }

@@ -1,0 +1,29 @@
+"""Text data: tokenizers, pair sources (Ding, dates, parallel text), bucketing, the datamodule."""
+
+from attend.data.bucketing import BucketBatchSampler
+from attend.data.char import CharTokenizer
+from attend.data.datamodule import TranslationDataModule
+from attend.data.dataset import TranslationCollate, TranslationDataset
+from attend.data.dates import DatePairs
+from attend.data.ding import DingNotFoundError, DingPairs
+from attend.data.parallel_text import ParallelText, ParallelTextError
+from attend.data.sentencepiece import SentencePieceTokenizer
+from attend.data.tokenizer import Tokenizer, tokenizer_from_state
+from attend.data.word import WordTokenizer
+
+__all__ = [
+    "BucketBatchSampler",
+    "CharTokenizer",
+    "DatePairs",
+    "DingNotFoundError",
+    "DingPairs",
+    "ParallelText",
+    "ParallelTextError",
+    "SentencePieceTokenizer",
+    "Tokenizer",
+    "TranslationCollate",
+    "TranslationDataModule",
+    "TranslationDataset",
+    "WordTokenizer",
+    "tokenizer_from_state",
+]

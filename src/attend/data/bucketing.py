@@ -1,0 +1,151 @@
+"""A length-bucketing batch sampler that reshuffles per epoch and shards batches across ranks."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Sequence
+
+import torch
+import torch.distributed as dist
+from torch.utils.data import BatchSampler, Sampler
+
+
+class EpochCounter(Sampler[int]):
+    """Holds the epoch for ``BucketBatchSampler``; Lightning calls ``batch_sampler.sampler.set_epoch``."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.epoch = 0
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(range(self.size))
+
+    def __len__(self) -> int:
+        return self.size
+
+
+class BucketBatchSampler(BatchSampler):
+    """Batches of similar length: sorted within random chunks, batch order shuffled per epoch.
+
+    A batch holds at most ``batch_size`` examples and, with ``max_tokens``, at most that many
+    padded tokens (``len(batch) * max(lengths)``; a longer example goes alone). Without
+    ``shuffle`` all examples are sorted by length and batched in order (for val/test).
+
+    Distributed: each of ``num_replicas`` ranks (default: from an initialised
+    ``torch.distributed``) gets every ``num_replicas``-th batch, and all ranks get the same
+    number of batches: some batches are repeated, or with ``drop_last`` the surplus dropped.
+    ``drop_last`` also drops batches with fewer than ``batch_size`` examples (without
+    ``max_tokens``). Lightning, when it injects a ``DistributedSampler`` (``sampler``
+    argument, ``use_distributed_sampler=True``), is only read for its rank, world size and
+    epoch: the order stays this sampler's. ``set_epoch`` (Lightning calls it on
+    ``batch_sampler.sampler``) reshuffles.
+    """
+
+    def __init__(
+        self,
+        lengths: Sequence[int] | torch.Tensor,
+        batch_size: int,
+        max_tokens: int | None = None,
+        shuffle: bool = True,
+        seed: int = 0,
+        drop_last: bool = False,
+        num_replicas: int | None = None,
+        rank: int | None = None,
+        chunk_batches: int = 100,
+        sampler: Sampler | None = None,
+    ) -> None:
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be positive, not {batch_size}")
+        self.lengths = torch.as_tensor(lengths, dtype=torch.long).reshape(-1)
+        self.batch_size = batch_size
+        self.max_tokens = max_tokens
+        self.shuffle = shuffle
+        self.seed = seed
+        self.drop_last = drop_last
+        self.chunk_batches = chunk_batches
+        self.sampler = sampler if sampler is not None else EpochCounter(len(self.lengths))
+        # a DistributedSampler injected by Lightning knows the rank and world size
+        self._num_replicas = (
+            num_replicas if num_replicas is not None else getattr(sampler, "num_replicas", None)
+        )
+        self._rank = rank if rank is not None else getattr(sampler, "rank", None)
+        self._cache: tuple[tuple[int, int, int], list[list[int]]] | None = None
+
+    @property
+    def epoch(self) -> int:
+        return int(getattr(self.sampler, "epoch", 0))
+
+    def set_epoch(self, epoch: int) -> None:
+        """Reshuffle for ``epoch`` (same on every rank)."""
+        self.sampler.set_epoch(epoch)
+
+    @property
+    def num_replicas(self) -> int:
+        if self._num_replicas is not None:
+            return self._num_replicas
+        return dist.get_world_size() if dist.is_available() and dist.is_initialized() else 1
+
+    @property
+    def rank(self) -> int:
+        if self._rank is not None:
+            return self._rank
+        return dist.get_rank() if dist.is_available() and dist.is_initialized() else 0
+
+    def __iter__(self) -> Iterator[list[int]]:
+        return iter(self._rank_batches())
+
+    def __len__(self) -> int:
+        return len(self._rank_batches())
+
+    def _rank_batches(self) -> list[list[int]]:
+        key = (self.epoch, self.num_replicas, self.rank)
+        if self._cache is None or self._cache[0] != key:
+            self._cache = (key, self._shard(self._all_batches(self.epoch)))
+        return self._cache[1]
+
+    def _all_batches(self, epoch: int) -> list[list[int]]:
+        """Every batch of ``epoch``, identical on all ranks."""
+        if not self.shuffle:
+            order = torch.argsort(self.lengths, stable=True)
+            return self._pack(order)
+        generator = torch.Generator().manual_seed(self.seed + epoch)
+        order = torch.randperm(len(self.lengths), generator=generator)
+        batches: list[list[int]] = []
+        for chunk in order.split(self.batch_size * self.chunk_batches):
+            batches += self._pack(chunk[torch.argsort(self.lengths[chunk], stable=True)])
+        permutation = torch.randperm(len(batches), generator=generator).tolist()
+        return [batches[i] for i in permutation]
+
+    def _pack(self, order: torch.Tensor) -> list[list[int]]:
+        """Cut length-sorted indices into batches."""
+        if self.max_tokens is None:
+            batches = [b.tolist() for b in order.split(self.batch_size)]
+            return [b for b in batches if len(b) == self.batch_size] if self.drop_last else batches
+        batches, batch, longest = [], [], 0
+        for index, length in zip(order.tolist(), self.lengths[order].tolist(), strict=True):
+            longest_if_added = max(longest, length)
+            if batch and (
+                len(batch) == self.batch_size or (len(batch) + 1) * longest_if_added > self.max_tokens
+            ):
+                batches.append(batch)
+                batch, longest_if_added = [], length
+            batch.append(index)
+            longest = longest_if_added
+        if batch:
+            batches.append(batch)
+        return batches
+
+    def _shard(self, batches: list[list[int]]) -> list[list[int]]:
+        """This rank's batches; every rank gets the same number."""
+        replicas = self.num_replicas
+        if replicas == 1:
+            return batches
+        if self.drop_last:
+            batches = batches[: len(batches) // replicas * replicas]
+        else:
+            total = math.ceil(len(batches) / replicas) * replicas
+            batches = batches + [batches[i % len(batches)] for i in range(total - len(batches))]
+        return batches[self.rank :: replicas]

@@ -1,0 +1,133 @@
+"""German-English sentence pairs from the Ding dictionary (Debian package trans-de-en)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from attend.data.ding_format import parse_ding
+from attend.data.splitting import Pair, disjoint_split
+
+log = logging.getLogger("attend.data")
+
+DING_PATH = "/usr/share/trans/de-en"
+# bump when the extraction changes, so old caches are rebuilt
+EXTRACTION_VERSION = 2
+
+
+class DingNotFoundError(FileNotFoundError):
+    """The Ding dictionary file is missing."""
+
+    def __init__(self, path: str | os.PathLike) -> None:
+        super().__init__(
+            f"Ding dictionary not found at {path}. Install it with `apt-get install trans-de-en` "
+            "(Debian/Ubuntu; it provides /usr/share/trans/de-en), e.g. by running `make install` as "
+            "root, or pass path=... to a copy of the file."
+        )
+
+
+class DingPairs:
+    """Full-sentence pairs of the Ding dictionary, split once with a seed (about 17.9k pairs).
+
+    Each line is ``German :: English``; sub-entries (`` | ``) pair up when both sides have as
+    many, the first alternative (``; ``) of each side is taken, annotations ({} [] () <>) are
+    stripped. A pair is a sentence when its German side ends in . ? ! and has >= 3 words.
+    ``extra_phrases`` adds every other word/phrase pair (~368k) to train only, minus any pair
+    whose source or target equals a val/test sentence. The splits are cached as JSON in
+    ``cache_dir`` (None: no cache), keyed by the settings and the file's size and mtime.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike = DING_PATH,
+        direction: str = "de-en",
+        seed: int = 1234,
+        n_val: int = 1000,
+        n_test: int = 1000,
+        extra_phrases: bool = False,
+        cache_dir: str | os.PathLike | None = "data_cache",
+    ) -> None:
+        if direction not in ("de-en", "en-de"):
+            raise ValueError(f"direction must be 'de-en' or 'en-de', not {direction!r}")
+        self.path = Path(path)
+        self.direction = direction
+        self.seed = seed
+        self.n_val = n_val
+        self.n_test = n_test
+        self.extra_phrases = extra_phrases
+        self.cache_dir = None if cache_dir is None else Path(cache_dir)
+
+    def splits(self) -> dict[str, list[Pair]]:
+        """{"train", "val", "test"} -> (source, target) pairs in the configured direction."""
+        if not self.path.is_file():
+            raise DingNotFoundError(self.path)
+        splits = self._cached_or_built()
+        if self.direction == "en-de":
+            splits = {name: [(en, de) for de, en in pairs] for name, pairs in splits.items()}
+        return splits
+
+    def _settings(self) -> dict[str, Any]:
+        stat = self.path.stat()
+        return {
+            "version": EXTRACTION_VERSION,
+            "path": str(self.path.resolve()),
+            "size": stat.st_size,
+            "mtime_ns": stat.st_mtime_ns,
+            "seed": self.seed,
+            "n_val": self.n_val,
+            "n_test": self.n_test,
+            "extra_phrases": self.extra_phrases,
+        }
+
+    def cache_path(self) -> Path | None:
+        """The JSON file the splits are cached in (None without a cache folder)."""
+        if self.cache_dir is None:
+            return None
+        key = hashlib.sha256(json.dumps(self._settings(), sort_keys=True).encode()).hexdigest()[:16]
+        return self.cache_dir / f"ding-{key}.json"
+
+    def _cached_or_built(self) -> dict[str, list[Pair]]:
+        path = self.cache_path()
+        if path is not None and path.exists():
+            with open(path, encoding="utf-8") as f:
+                cached = json.load(f)
+            return {name: [(a, b) for a, b in pairs] for name, pairs in cached["splits"].items()}
+        splits = self.build()
+        if path is not None:
+            _write_json_atomic(path, {"settings": self._settings(), "splits": splits})
+            log.info("cached Ding splits in %s", path)
+        return splits
+
+    def build(self) -> dict[str, list[Pair]]:
+        """Parse the dictionary and split it (German -> English), without any cache."""
+        with open(self.path, encoding="utf-8") as f:
+            entries = parse_ding(f)
+        splits = disjoint_split(entries.sentences, self.n_val, self.n_test, self.seed)
+        log.info(
+            "Ding: %d sentence pairs (train %d, val %d, test %d)",
+            len(entries.sentences),
+            len(splits["train"]),
+            len(splits["val"]),
+            len(splits["test"]),
+        )
+        if self.extra_phrases:
+            held_out = {text for name in ("val", "test") for pair in splits[name] for text in pair}
+            extra = [p for p in entries.phrases if p[0] not in held_out and p[1] not in held_out]
+            splits["train"] = splits["train"] + extra
+            log.info("Ding: %d word/phrase pairs added to train", len(extra))
+        return splits
+
+
+def _write_json_atomic(path: Path, data: Any) -> None:
+    """Write JSON so concurrent readers never see a partial file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.NamedTemporaryFile(
+        "w", dir=path.parent, suffix=".tmp", delete=False, encoding="utf-8"
+    ) as f:
+        json.dump(data, f, ensure_ascii=False)
+    os.replace(f.name, path)

@@ -1,0 +1,163 @@
+"""SentencePiece subword tokenizer, trained once per (settings, training text) and cached."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import logging
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import sentencepiece as spm
+
+from attend.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Tokenizer
+
+log = logging.getLogger("attend.data")
+
+
+class SentencePieceTokenizer(Tokenizer):
+    """Unigram (or bpe/char/word) SentencePiece model with pad/bos/eos/unk = 0/1/2/3.
+
+    ``fit`` trains into ``cache_dir`` as ``spm-<model_type>-<vocab_size>-<hash>.model`` (hash of the
+    settings and the training text) and reuses that file when it exists; without ``cache_dir`` it
+    trains in memory. The trained model's bytes live in ``state_dict()``, so a checkpoint needs no
+    cache. The model depends on ``num_threads`` (SentencePiece is deterministic per thread count),
+    so it is a setting, not a machine property. ``hard_vocab_limit=False`` lets tiny corpora get
+    fewer pieces than ``vocab_size`` instead of failing. ``normalization="identity"`` keeps every
+    character (decode(encode(text)) == text, so hypotheses compare with raw references);
+    ``"nmt_nfkc"`` is SentencePiece's own default.
+    """
+
+    def __init__(
+        self,
+        vocab_size: int = 8000,
+        model_type: str = "unigram",
+        lowercase: bool = False,
+        cache_dir: str | os.PathLike | None = None,
+        character_coverage: float = 1.0,
+        num_threads: int = 4,
+        hard_vocab_limit: bool = True,
+        normalization: str = "identity",
+    ) -> None:
+        super().__init__(lowercase=lowercase)
+        self.requested_vocab_size = vocab_size
+        self.model_type = model_type
+        self.cache_dir = None if cache_dir is None else str(cache_dir)
+        self.character_coverage = character_coverage
+        self.num_threads = num_threads
+        self.hard_vocab_limit = hard_vocab_limit
+        self.normalization = normalization
+        self.model_proto: bytes | None = None
+        self.processor: spm.SentencePieceProcessor | None = None
+        self.model_path: Path | None = None  # the cache file the last fit trained or reused
+
+    # fitting ---------------------------------------------------------------------------------
+    def _trainer_args(self) -> dict[str, Any]:
+        return {
+            "vocab_size": self.requested_vocab_size,
+            "model_type": self.model_type,
+            "character_coverage": self.character_coverage,
+            "num_threads": self.num_threads,
+            "hard_vocab_limit": self.hard_vocab_limit,
+            "normalization_rule_name": self.normalization,
+            "pad_id": PAD_ID,
+            "bos_id": BOS_ID,
+            "eos_id": EOS_ID,
+            "unk_id": UNK_ID,
+        }
+
+    def cache_key(self, texts: list[str]) -> str:
+        """Hash of the trainer settings and the (normalized) training text."""
+        digest = hashlib.sha256(json.dumps({**self._trainer_args(), "lowercase": self.lowercase}).encode())
+        for text in texts:
+            digest.update(self.normalize(text).encode("utf-8"))
+            digest.update(b"\n")
+        return digest.hexdigest()[:16]
+
+    def fit(self, texts: list[str]) -> None:
+        if self.cache_dir is None:
+            self._load_proto(self._train(texts))
+            return
+        path = Path(self.cache_dir) / (
+            f"spm-{self.model_type}-{self.requested_vocab_size}-{self.cache_key(texts)}.model"
+        )
+        if path.exists():
+            log.info("reusing SentencePiece model %s", path)
+        else:
+            proto = self._train(texts)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with tempfile.NamedTemporaryFile(dir=path.parent, suffix=".tmp", delete=False) as tmp:
+                tmp.write(proto)
+            os.replace(tmp.name, path)  # atomic: concurrent ranks never read half a file
+            log.info("trained SentencePiece model %s", path)
+        self.model_path = path
+        self._load_proto(path.read_bytes())
+
+    def _train(self, texts: list[str]) -> bytes:
+        sentences = [t for t in (self.normalize(t).strip() for t in texts) if t]
+        if not sentences:
+            raise ValueError("cannot train SentencePiece on an empty training text")
+        model = io.BytesIO()
+        spm.SentencePieceTrainer.train(
+            sentence_iterator=iter(sentences), model_writer=model, minloglevel=2, **self._trainer_args()
+        )
+        return model.getvalue()
+
+    def _load_proto(self, proto: bytes) -> None:
+        self.processor = spm.SentencePieceProcessor(model_proto=proto)
+        self.model_proto = proto
+
+    # encoding --------------------------------------------------------------------------------
+    @property
+    def _sp(self) -> spm.SentencePieceProcessor:
+        if self.processor is None:
+            raise RuntimeError("SentencePieceTokenizer is not fitted: call fit(train_texts) first")
+        return self.processor
+
+    @property
+    def is_fitted(self) -> bool:
+        return self.processor is not None
+
+    @property
+    def vocab_size(self) -> int:
+        return self._sp.get_piece_size()
+
+    def encode(self, text: str) -> list[int]:
+        return self._sp.encode(self.normalize(text), out_type=int)
+
+    def _decode_clean(self, ids: list[int]) -> str:
+        return self._sp.decode(ids)
+
+    def _pieces(self, ids: list[int]) -> list[str]:
+        return [self._sp.id_to_piece(i) for i in ids]
+
+    # state -----------------------------------------------------------------------------------
+    def _settings(self) -> dict[str, Any]:
+        return {
+            **super()._settings(),
+            "vocab_size": self.requested_vocab_size,
+            "model_type": self.model_type,
+            "character_coverage": self.character_coverage,
+            "num_threads": self.num_threads,
+            "hard_vocab_limit": self.hard_vocab_limit,
+            "normalization": self.normalization,
+        }
+
+    def _fitted_state(self) -> dict[str, Any]:
+        assert self.model_proto is not None
+        return {"model_proto": self.model_proto}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self._load_proto(bytes(state["model_proto"]))
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickle without the (unpicklable) processor; it is rebuilt from the model bytes."""
+        return {**self.__dict__, "processor": None}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        if self.model_proto is not None:
+            self._load_proto(self.model_proto)

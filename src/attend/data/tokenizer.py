@@ -1,0 +1,136 @@
+"""The tokenizer interface shared by the word, character and SentencePiece tokenizers."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import torch
+
+PAD_ID, BOS_ID, EOS_ID, UNK_ID = 0, 1, 2, 3
+SPECIAL_TOKENS = ("<pad>", "<s>", "</s>", "<unk>")
+
+Ids = Sequence[int] | torch.Tensor
+
+
+class Tokenizer:
+    """Text <-> ids with pad=0, bos=1, eos=2, unk=3; fitted on training text only.
+
+    Subclasses write ``fit``, ``encode``, ``_decode_clean`` (ids without specials -> text),
+    ``_pieces`` (ids -> readable strings), ``vocab_size`` and ``_settings``/``_fitted_state``.
+    """
+
+    def __init__(self, lowercase: bool = False) -> None:
+        self.lowercase = lowercase
+
+    # special ids -------------------------------------------------------------------------
+    @property
+    def pad_id(self) -> int:
+        return PAD_ID
+
+    @property
+    def bos_id(self) -> int:
+        return BOS_ID
+
+    @property
+    def eos_id(self) -> int:
+        return EOS_ID
+
+    @property
+    def unk_id(self) -> int:
+        return UNK_ID
+
+    @property
+    def vocab_size(self) -> int:
+        """Number of ids, the four specials included."""
+        raise NotImplementedError
+
+    @property
+    def is_fitted(self) -> bool:
+        """Whether ``fit`` (or ``load_state_dict``) has built a vocabulary."""
+        raise NotImplementedError
+
+    # text <-> ids ------------------------------------------------------------------------
+    def normalize(self, text: str) -> str:
+        """The text as the vocabulary sees it (lower-cased when configured)."""
+        return text.lower() if self.lowercase else text
+
+    def fit(self, texts: list[str]) -> None:
+        """Build the vocabulary from training texts."""
+        raise NotImplementedError
+
+    def encode(self, text: str) -> list[int]:
+        """Ids of ``text`` without bos/eos."""
+        raise NotImplementedError
+
+    def decode(self, ids: Ids) -> str:
+        """Text of ``ids``: stops at eos, skips pad and bos."""
+        return self._decode_clean(self.strip_specials(ids))
+
+    def tokens(self, ids: Ids) -> list[str]:
+        """One readable piece per id (specials as ``<s>``, ``</s>``...), for plot axes."""
+        ids = _as_list(ids)
+        return [SPECIAL_TOKENS[i] if i < UNK_ID else self._pieces([i])[0] for i in ids]
+
+    def strip_specials(self, ids: Ids) -> list[int]:
+        """Ids up to the first eos, without pad and bos."""
+        out = []
+        for i in _as_list(ids):
+            if i == EOS_ID:
+                break
+            if i not in (PAD_ID, BOS_ID):
+                out.append(i)
+        return out
+
+    def _decode_clean(self, ids: list[int]) -> str:
+        raise NotImplementedError
+
+    def _pieces(self, ids: list[int]) -> list[str]:
+        raise NotImplementedError
+
+    # state -------------------------------------------------------------------------------
+    def _settings(self) -> dict[str, Any]:
+        """Constructor arguments (plain python types)."""
+        return {"lowercase": self.lowercase}
+
+    def _fitted_state(self) -> dict[str, Any]:
+        """What ``fit`` learned (plain python types and bytes)."""
+        raise NotImplementedError
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore what ``fit`` learned from ``state_dict()['fitted']``."""
+        raise NotImplementedError
+
+    def state_dict(self) -> dict[str, Any]:
+        """Everything needed to rebuild this fitted tokenizer; picklable by ``torch.save``."""
+        if not self.is_fitted:
+            raise RuntimeError(f"{type(self).__name__} is not fitted: call fit(train_texts) first")
+        cls = type(self)
+        return {
+            "class": f"{cls.__module__}.{cls.__qualname__}",
+            "settings": self._settings(),
+            "fitted": self._fitted_state(),
+        }
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{k}={v!r}" for k, v in self._settings().items())
+        size = self.vocab_size if self.is_fitted else "unfitted"
+        return f"{type(self).__name__}({args}; vocab_size={size})"
+
+
+def tokenizer_from_state(state: dict[str, Any]) -> Tokenizer:
+    """Rebuild any fitted tokenizer from its ``state_dict()`` (no files or cache needed)."""
+    module_name, _, class_name = state["class"].rpartition(".")
+    cls = getattr(importlib.import_module(module_name), class_name)
+    if not (isinstance(cls, type) and issubclass(cls, Tokenizer)):
+        raise TypeError(f"{state['class']} is not a Tokenizer")
+    tokenizer = cls(**state["settings"])
+    tokenizer.load_state_dict(state["fitted"])
+    return tokenizer
+
+
+def _as_list(ids: Ids | Iterable[int]) -> list[int]:
+    if isinstance(ids, torch.Tensor):
+        return [int(i) for i in ids.reshape(-1).tolist()]
+    return [int(i) for i in ids]

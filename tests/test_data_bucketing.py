@@ -1,0 +1,100 @@
+"""The bucketing batch sampler: coverage, similar lengths, epochs, ranks, Lightning hooks."""
+
+from __future__ import annotations
+
+import random
+
+import torch
+from lightning.fabric.utilities.data import _replace_dunder_methods, _set_sampler_epoch
+from lightning.pytorch.trainer.states import RunningStage
+from lightning.pytorch.utilities.data import _update_dataloader
+from torch.utils.data import BatchSampler, DataLoader, DistributedSampler
+
+from attend.data import BucketBatchSampler
+
+LENGTHS = random.Random(0).choices(range(1, 101), k=1003)
+
+
+def flat(batches: list[list[int]]) -> list[int]:
+    return [i for batch in batches for i in batch]
+
+
+def spread(batches: list[list[int]]) -> float:
+    """Mean (max - min) length within a batch."""
+    return sum(max(LENGTHS[i] for i in b) - min(LENGTHS[i] for i in b) for b in batches) / len(batches)
+
+
+def test_every_index_once_per_epoch_with_similar_lengths() -> None:
+    sampler = BucketBatchSampler(LENGTHS, batch_size=16, seed=1, chunk_batches=20)
+    batches = list(sampler)
+    assert sorted(flat(batches)) == list(range(len(LENGTHS))) and len(batches) == len(sampler)
+    assert all(1 <= len(b) <= 16 for b in batches)
+    shuffled = list(range(len(LENGTHS)))
+    random.Random(2).shuffle(shuffled)
+    unbucketed = [shuffled[i : i + 16] for i in range(0, len(shuffled), 16)]
+    assert spread(batches) < spread(unbucketed) / 5
+
+
+def test_set_epoch_reshuffles_reproducibly() -> None:
+    sampler = BucketBatchSampler(LENGTHS, batch_size=16, seed=1)
+    first = list(sampler)
+    assert list(sampler) == first  # same epoch, same order
+    sampler.set_epoch(1)
+    second = list(sampler)
+    assert second != first and sorted(flat(second)) == sorted(flat(first))
+    sampler.set_epoch(0)
+    assert list(sampler) == first
+    assert list(BucketBatchSampler(LENGTHS, batch_size=16, seed=2)) != first
+
+
+def test_unshuffled_is_sorted_and_complete() -> None:
+    batches = list(BucketBatchSampler(LENGTHS, batch_size=10, shuffle=False))
+    order = flat(batches)
+    assert sorted(order) == list(range(len(LENGTHS)))
+    assert [LENGTHS[i] for i in order] == sorted(LENGTHS) and len(batches[-1]) == 3
+
+
+def test_max_tokens_caps_padded_size() -> None:
+    batches = list(BucketBatchSampler(LENGTHS, batch_size=64, max_tokens=400, seed=0))
+    assert sorted(flat(batches)) == list(range(len(LENGTHS)))
+    assert all(len(b) * max(LENGTHS[i] for i in b) <= 400 for b in batches)
+    assert max(len(b) for b in batches) > 10  # short sentences get big batches
+    alone = list(BucketBatchSampler([5, 500, 5], batch_size=8, max_tokens=100, shuffle=False))
+    assert alone == [[0, 2], [1]]
+
+
+def test_drop_last_drops_partial_batches() -> None:
+    batches = list(BucketBatchSampler(LENGTHS, batch_size=16, drop_last=True, chunk_batches=1000))
+    assert all(len(b) == 16 for b in batches) and len(batches) == len(LENGTHS) // 16
+
+
+def test_two_ranks_get_disjoint_batches_and_equal_counts() -> None:
+    for n in (1000, 1003):  # an even and an odd number of batches of 10
+        lengths = LENGTHS[:n]
+        ranks = [BucketBatchSampler(lengths, 10, seed=4, num_replicas=2, rank=r) for r in (0, 1)]
+        batches = [list(r) for r in ranks]
+        assert len(batches[0]) == len(batches[1]) == len(ranks[0]) == len(ranks[1])
+        assert set(flat(batches[0]) + flat(batches[1])) == set(range(n))  # padding repeats a batch
+        if n == 1000:
+            assert not set(flat(batches[0])) & set(flat(batches[1]))
+    dropped = [list(BucketBatchSampler(LENGTHS, 10, num_replicas=2, rank=r, drop_last=True)) for r in (0, 1)]
+    assert len(dropped[0]) == len(dropped[1]) and not set(flat(dropped[0])) & set(flat(dropped[1]))
+
+
+def test_lightning_injected_sampler_and_set_epoch() -> None:
+    dataset = list(range(len(LENGTHS)))
+    with _replace_dunder_methods(DataLoader, "dataset"), _replace_dunder_methods(BatchSampler):
+        loader = DataLoader(dataset, batch_sampler=BucketBatchSampler(LENGTHS, 8, seed=3), collate_fn=list)
+    single = list(loader.batch_sampler)
+    shards = []
+    for rank in (0, 1):
+        injected = DistributedSampler(dataset, num_replicas=2, rank=rank, shuffle=True)
+        updated = _update_dataloader(loader, injected, mode=RunningStage.TRAINING)
+        assert isinstance(updated.batch_sampler, BucketBatchSampler) and updated.batch_sampler.rank == rank
+        shards.append(list(updated.batch_sampler))
+        _set_sampler_epoch(updated, 5)  # what Lightning's fit loop does each epoch
+        assert updated.batch_sampler.epoch == 5
+    assert sorted(shards[0] + shards[1]) == sorted(single)
+    _set_sampler_epoch(loader, 2)
+    assert loader.batch_sampler.epoch == 2 and list(loader.batch_sampler) != single
+    assert torch.equal(torch.tensor(sorted(flat(list(loader)))), torch.arange(len(LENGTHS)))
