@@ -6,10 +6,12 @@ import hashlib
 import json
 import logging
 import os
+import random
 import tempfile
 from pathlib import Path
 from typing import Any
 
+from attend.data.ding_format import is_sentence as _is_sentence
 from attend.data.ding_format import parse_ding
 from attend.data.splitting import Pair, disjoint_split
 
@@ -38,7 +40,8 @@ class DingPairs:
     many, the first alternative (``; ``) of each side is taken, annotations ({} [] () <>) are
     stripped. A pair is a sentence when its German side ends in . ? ! and has >= 3 words.
     ``extra_phrases`` adds every other word/phrase pair (~368k) to train only, minus any pair
-    whose source or target equals a val/test sentence. The splits are cached as JSON in
+    whose source or target equals a val/test sentence; ``max_extra_phrases`` keeps a seeded random
+    subset of them (the cache holds all). The splits are cached as JSON in
     ``cache_dir`` (None: no cache), keyed by the settings and the file's size and mtime.
     """
 
@@ -50,6 +53,7 @@ class DingPairs:
         n_val: int = 1000,
         n_test: int = 1000,
         extra_phrases: bool = False,
+        max_extra_phrases: int | None = None,
         cache_dir: str | os.PathLike | None = "data_cache",
     ) -> None:
         if direction not in ("de-en", "en-de"):
@@ -60,6 +64,7 @@ class DingPairs:
         self.n_val = n_val
         self.n_test = n_test
         self.extra_phrases = extra_phrases
+        self.max_extra_phrases = max_extra_phrases
         self.cache_dir = None if cache_dir is None else Path(cache_dir)
 
     def splits(self) -> dict[str, list[Pair]]:
@@ -67,9 +72,21 @@ class DingPairs:
         if not self.path.is_file():
             raise DingNotFoundError(self.path)
         splits = self._cached_or_built()
+        splits["train"] = self._subsample_phrases(splits["train"])
         if self.direction == "en-de":
             splits = {name: [(en, de) for de, en in pairs] for name, pairs in splits.items()}
         return splits
+
+    def _subsample_phrases(self, train: list[Pair]) -> list[Pair]:
+        """Sentences first, then at most ``max_extra_phrases`` phrase pairs chosen with the seed."""
+        if not self.extra_phrases or self.max_extra_phrases is None:
+            return train
+        sentences = [pair for pair in train if _is_sentence(pair[0])]
+        phrases = [pair for pair in train if not _is_sentence(pair[0])]
+        if len(phrases) <= self.max_extra_phrases:
+            return train
+        chosen = random.Random(self.seed).sample(range(len(phrases)), self.max_extra_phrases)
+        return sentences + [phrases[i] for i in sorted(chosen)]
 
     def _settings(self) -> dict[str, Any]:
         stat = self.path.stat()

@@ -1,0 +1,96 @@
+"""The real entry points, as a user runs them: train.py, eval.py, predict.py in subprocesses."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT
+
+ATTENTION_TYPES = sorted(p.stem for p in (ROOT / "conf" / "attention").glob("*.yaml"))
+TINY_DATES = [
+    "data=dates",
+    "data.source.n_train=2000",
+    "data.source.n_val=64",
+    "data.source.n_test=64",
+    "encoder.embedding_dim=16",
+    "encoder.hidden_size=32",
+    "decoder.embedding_dim=16",
+    "decoder.hidden_size=64",
+    "trainer.max_steps=8",
+    "trainer.limit_val_batches=1",
+    "trainer.log_every_n_steps=1",
+]
+
+
+def run(script: str, *overrides: str, timeout: int = 300) -> subprocess.CompletedProcess:
+    result = subprocess.run(
+        [sys.executable, script, *overrides], cwd=ROOT, capture_output=True, text=True, timeout=timeout
+    )
+    assert result.returncode == 0, f"{script} failed:\n{result.stdout[-3000:]}\n{result.stderr[-5000:]}"
+    return result
+
+
+def pngs(folder: Path) -> list[Path]:
+    return sorted(folder.rglob("*.png"))
+
+
+@pytest.mark.parametrize("attention", ATTENTION_TYPES)
+def test_debug_fast_trains_every_attention_type(attention, tmp_path):
+    result = run("train.py", "debug=fast", f"attention={attention}", "logger=csv", f"hydra.run.dir={tmp_path}")
+    metrics = json.loads((tmp_path / "test_metrics.json").read_text())
+    assert {"test/bleu", "test/chrf", "test/loss"} <= set(metrics)
+    assert len(pngs(tmp_path / "attention")) == 2  # debug=fast plots two examples
+    assert not list(tmp_path.rglob("*.ckpt"))  # debug=fast keeps no checkpoint
+    assert (tmp_path / "config_resolved.yaml").is_file()
+    assert "attention plots:" in result.stdout
+
+
+def test_default_logger_is_offline_wandb_with_images(tmp_path):
+    run("train.py", "debug=fast", "decoder=luong", f"hydra.run.dir={tmp_path}")
+    runs = list((tmp_path / "wandb").glob("offline-run-*"))
+    assert len(runs) == 1
+    assert pngs(runs[0] / "files" / "media" / "images"), "attention plots were not logged to W&B"
+    assert (tmp_path / "csv" / "metrics.csv").is_file()  # CSV alongside
+
+
+def test_tensorboard_logger_receives_figures(tmp_path):
+    run("train.py", "debug=fast", "logger=tensorboard", f"hydra.run.dir={tmp_path}")
+    assert list((tmp_path / "tensorboard").rglob("events.out.tfevents.*"))
+
+
+def test_train_then_evaluate_and_predict_from_the_checkpoint(tmp_path):
+    train_dir, eval_dir = tmp_path / "train", tmp_path / "eval"
+    run("train.py", *TINY_DATES, f"hydra.run.dir={train_dir}")
+    best = train_dir / "checkpoints" / "best.ckpt"
+    assert best.is_file() and (train_dir / "checkpoints" / "last.ckpt").is_file()
+
+    result = run("eval.py", f"ckpt_path={best}", "beam_size=2", f"hydra.run.dir={eval_dir}")
+    metrics = json.loads((eval_dir / "test_metrics.json").read_text())
+    assert 0.0 <= metrics["test/exact"] <= 100.0
+    assert len((eval_dir / "test_predictions.tsv").read_text().splitlines()) == 64 + 1
+    assert len(pngs(eval_dir / "attention" / "test")) == 4
+    assert "test/bleu" in result.stdout
+
+    inputs = tmp_path / "inputs.txt"
+    inputs.write_text("3 March 1999\n\n12/25/07\n", encoding="utf-8")
+    output = tmp_path / "outputs.txt"
+    result = run(
+        "predict.py", f"ckpt_path={best}", "inputs=[1 Jan 2000]", f"input_file={inputs}",
+        f"output_file={output}", f"hydra.run.dir={tmp_path / 'predict'}",
+    )
+    assert len(output.read_text().splitlines()) == 3  # blank input lines are skipped
+    assert result.stdout.splitlines()[-3].startswith("1 Jan 2000\t")
+
+
+def test_eval_names_a_missing_checkpoint(tmp_path):
+    result = subprocess.run(
+        [sys.executable, "eval.py", f"ckpt_path={tmp_path}/nope.ckpt", f"hydra.run.dir={tmp_path}"],
+        cwd=ROOT, capture_output=True, text=True, timeout=120,
+    )
+    assert result.returncode != 0
+    assert "nope.ckpt" in result.stderr and "does not exist" in result.stderr

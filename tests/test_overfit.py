@@ -1,0 +1,43 @@
+"""The model learns: one small batch of real data is learned by heart (loss near zero, exact outputs)."""
+
+from __future__ import annotations
+
+import torch
+from hydra import compose, initialize_config_dir
+from hydra.utils import instantiate
+
+from attend.builder import build_datamodule, build_model
+from tests.conftest import ROOT
+from tests.test_config import resolve_paths
+
+
+def test_seq2seq_overfits_a_batch_of_dates(tmp_path):
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+        cfg = compose(
+            config_name="train",
+            overrides=[
+                "data=dates", "data.source.n_train=500", "data.source.n_val=16", "data.source.n_test=16",
+                "encoder.embedding_dim=32", "encoder.hidden_size=64", "encoder.dropout=0.0",
+                "decoder.embedding_dim=32", "decoder.hidden_size=128", "decoder.dropout=0.0",
+                "model.label_smoothing=0.0",
+            ],
+        )
+    cfg = resolve_paths(cfg)
+    cfg.paths.cache_dir = str(tmp_path)
+    torch.manual_seed(0)
+    datamodule = build_datamodule(cfg)
+    datamodule.setup("fit")
+    model = build_model(cfg, datamodule)
+    batch = datamodule.example_batch(16, split="train")
+    optimizer = instantiate(cfg.optim.optimizer)(model.parameters(), lr=3e-3)
+    model.train()
+    for _ in range(250):
+        logits, _ = model(batch)
+        loss = model.loss(logits, batch["tgt"][:, 1:])
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    model.eval()
+    assert loss.item() < 0.02
+    hypotheses, _ = model.generate(batch, instantiate(cfg.model.val_search))
+    assert hypotheses == batch["references"]
