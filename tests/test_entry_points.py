@@ -21,7 +21,8 @@ TINY_DATES = [
     "encoder.hidden_size=32",
     "decoder.embedding_dim=16",
     "decoder.hidden_size=64",
-    "trainer.max_steps=8",
+    "trainer.max_epochs=1",
+    "trainer.limit_train_batches=8",
     "trainer.limit_val_batches=1",
     "trainer.log_every_n_steps=1",
 ]
@@ -51,7 +52,7 @@ def test_debug_fast_trains_every_attention_type(attention, tmp_path):
 
 
 def test_default_logger_is_offline_wandb_with_images(tmp_path):
-    run("train.py", "debug=fast", "decoder=luong", f"hydra.run.dir={tmp_path}")
+    run("train.py", "debug=fast", "decoder=bahdanau", f"hydra.run.dir={tmp_path}")
     runs = list((tmp_path / "wandb").glob("offline-run-*"))
     assert len(runs) == 1
     assert pngs(runs[0] / "files" / "media" / "images"), "attention plots were not logged to W&B"

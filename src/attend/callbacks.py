@@ -74,7 +74,8 @@ def _log_to_loggers(trainer: L.Trainer, figures: list, paths: list[str], rows: l
     step = trainer.global_step
     for logger in trainer.loggers:
         if isinstance(logger, WandbLogger):
-            logger.log_image(key="val/attention", images=paths, step=step)
+            for i, path in enumerate(paths):  # one panel per example: sizes differ, and a slider per panel
+                logger.log_image(key=f"val/attention/example_{i}", images=[path], step=step)
             logger.log_table(
                 key="val/samples", columns=["source", "reference", "output"], data=rows, step=step
             )
@@ -95,6 +96,9 @@ class TokensPerSecond(L.Callback):
 
     def on_train_epoch_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         self.last = time.perf_counter()
+
+    def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self.last = time.perf_counter()  # validation time is not training time
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
         now = time.perf_counter()

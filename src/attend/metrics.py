@@ -21,7 +21,10 @@ class BLEU(SacreBLEUScore):
 
 
 class ChrF(CHRFScore):
-    """chrF (Popović 2015) as sacreBLEU computes it, in percent."""
+    """chrF (Popović 2015) with sacreBLEU's defaults (character 6-grams, no word n-grams), in percent."""
+
+    def __init__(self, n_char_order: int = 6, n_word_order: int = 0, **kwargs) -> None:
+        super().__init__(n_char_order=n_char_order, n_word_order=n_word_order, **kwargs)
 
     def update(self, preds: list[str], target: list[str]) -> None:
         super().update(preds, [[reference] for reference in target])
