@@ -96,6 +96,22 @@ def test_ding_extra_phrases_exclude_held_out_text(tmp_path: Path) -> None:
     assert excluded and len(added) == len(phrases) - len(excluded)
 
 
+def test_ding_max_extra_phrases_keeps_a_seeded_subset() -> None:
+    def train(seed: int, limit: int | None) -> list:
+        return DingPairs(
+            path=DING_SAMPLE, n_val=4, n_test=4, seed=seed, extra_phrases=True, max_extra_phrases=limit, cache_dir=None
+        ).splits()["train"]
+
+    everything, plain = train(3, None), DingPairs(path=DING_SAMPLE, n_val=4, n_test=4, seed=3, cache_dir=None)
+    sentences = plain.splits()["train"]
+    subset = train(3, 2)
+    assert subset[: len(sentences)] == sentences  # every sentence stays
+    added = subset[len(sentences) :]
+    assert len(added) == 2 and set(added) <= set(everything[len(sentences) :])
+    assert train(3, 2) == subset  # the same seed picks the same phrases
+    assert train(3, 10_000) == everything
+
+
 def test_ding_missing_file_says_how_to_get_it(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError, match="apt-get install trans-de-en") as error:
         DingPairs(path=tmp_path / "de-en", cache_dir=tmp_path).splits()
