@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from attend.data import DatePairs
 from tests.conftest import ROOT
 
 ATTENTION_TYPES = sorted(p.stem for p in (ROOT / "conf" / "attention").glob("*.yaml"))
@@ -73,7 +74,9 @@ def test_train_then_evaluate_and_predict_from_the_checkpoint(tmp_path):
     result = run("eval.py", f"ckpt_path={best}", "beam_size=2", f"hydra.run.dir={eval_dir}")
     metrics = json.loads((eval_dir / "test_metrics.json").read_text())
     assert 0.0 <= metrics["test/exact"] <= 100.0
-    assert len((eval_dir / "test_predictions.tsv").read_text().splitlines()) == 64 + 1
+    rows = (eval_dir / "test_predictions.tsv").read_text(encoding="utf-8").splitlines()[1:]
+    expected = [source for source, _ in DatePairs(n_train=2000, n_val=64, n_test=64, seed=1234).splits()["test"]]
+    assert [row.split("\t")[0] for row in rows] == expected  # every test pair, in file order
     assert len(pngs(eval_dir / "attention" / "test")) == 4
     assert "test/bleu" in result.stdout
 

@@ -88,11 +88,10 @@ class Seq2Seq(L.LightningModule):
             metric.update(hypotheses, batch["references"])
             self.log(f"{stage}/{name}", metric, prog_bar=name == next(iter(metrics)), batch_size=batch_size)
         if stage == "test":
-            for source, reference, hypothesis in zip(
-                batch["sources"], batch["references"], hypotheses, strict=True
-            ):
+            rows = zip(batch["ids"].tolist(), batch["sources"], batch["references"], hypotheses, strict=True)
+            for index, source, reference, hypothesis in rows:
                 self.test_predictions.append(
-                    {"source": source, "reference": reference, "hypothesis": hypothesis}
+                    {"id": index, "source": source, "reference": reference, "hypothesis": hypothesis}
                 )
         return loss
 

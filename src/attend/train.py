@@ -49,8 +49,9 @@ def train(cfg: DictConfig) -> float | None:
 def write_results(output_dir: Path, metrics: dict, predictions: list[dict]) -> None:
     """Test metrics as JSON and the decoded test set as TSV in the run folder."""
     (output_dir / "test_metrics.json").write_text(json.dumps(metrics, indent=2) + "\n")
+    ordered = sorted(predictions, key=lambda p: p["id"])  # batches come sorted by length; restore file order
     lines = ["source\treference\thypothesis"] + [
-        f"{p['source']}\t{p['reference']}\t{p['hypothesis']}" for p in predictions
+        f"{p['source']}\t{p['reference']}\t{p['hypothesis']}" for p in ordered
     ]
     (output_dir / "test_predictions.tsv").write_text("\n".join(lines) + "\n", encoding="utf-8")
 
