@@ -56,7 +56,9 @@ def test_every_combination_composes_and_instantiates(task, attention, decoder, e
     assert all(callable(getattr(m, "update", None)) for m in instantiate(cfg.model.metrics).values())
 
 
-@pytest.mark.parametrize("group", ["trainer", "logger", "callbacks", "debug", "optim", "data", "experiment"])
+@pytest.mark.parametrize(
+    "group", ["trainer", "logger", "callbacks", "debug", "optim", "data", "experiment", "hparams_search"]
+)
 def test_every_option_of_each_group_composes(group):
     for option in options(group):
         cfg = resolve_paths(compose_train([f"{group}={option}"]))

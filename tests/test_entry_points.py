@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from omegaconf import OmegaConf
 
 from attend.data import DatePairs
 from tests.conftest import ROOT
@@ -98,3 +99,18 @@ def test_eval_names_a_missing_checkpoint(tmp_path):
     )
     assert result.returncode != 0
     assert "nope.ckpt" in result.stderr and "does not exist" in result.stderr
+
+
+def test_hparams_grid_sweep_runs_every_combination_in_its_own_folder(tmp_path):
+    # the command line replaces the grid's list of learning rates: 2 rates x 2 dropouts = 4 jobs
+    result = run(
+        "train.py", "-m", "hparams_search=mt_grid", "optim.optimizer.lr=0.001,0.004", "debug=fast",
+        "logger=csv", f"hydra.sweep.dir={tmp_path}", timeout=600,
+    )
+    jobs = sorted(p.parent for p in tmp_path.glob("*/test_metrics.json"))
+    assert len(jobs) == 4, result.stdout[-2000:]
+    settings = set()
+    for job in jobs:
+        config = OmegaConf.load(job / "config_resolved.yaml")
+        settings.add((config.optim.optimizer.lr, config.encoder.dropout))
+    assert settings == {(lr, dropout) for lr in (0.001, 0.004) for dropout in (0.2, 0.3)}
