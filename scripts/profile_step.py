@@ -11,16 +11,21 @@ Any train.py override applies. The figures in the README's Results were measured
 from __future__ import annotations
 
 import argparse
+import itertools
 import statistics
+import sys
 import time
 from pathlib import Path
 
+import lightning as L
 import torch
 from hydra import compose, initialize_config_dir
+from hydra.errors import HydraException
 from hydra.utils import instantiate
+from omegaconf import DictConfig
 from torch.profiler import profile
 
-from attend.builder import build_datamodule, build_model
+from attend.builder import ConfigError, build_datamodule, build_model, check_config
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -33,21 +38,18 @@ def main() -> None:
     parser.add_argument("--top", type=int, default=12, help="operators to list (0: no profile)")
     args = parser.parse_args()
 
-    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
-        paths = [f"paths.root_dir={ROOT}", "paths.output_dir=/tmp/attend-profile"]
-        cfg = compose(config_name="train", overrides=[*paths, *args.overrides])
-    torch.manual_seed(cfg.seed)
+    cfg = load_config(args.overrides)
+    L.seed_everything(cfg.seed, verbose=False)
     datamodule = build_datamodule(cfg)
     datamodule.prepare_data()
     datamodule.setup("fit")
     model = build_model(cfg, datamodule).train()
     optimizer = instantiate(cfg.optim.optimizer)(model.parameters())
-    batches = iter(datamodule.train_dataloader())
-    batches = [next(batches) for _ in range(args.warmup + args.steps)]
+    # a split with fewer batches than asked for is cycled: the timing needs steps, not new data
+    batches = list(itertools.islice(itertools.cycle(datamodule.train_dataloader()), args.warmup + args.steps))
 
     def step(batch: dict) -> None:
-        logits, _ = model(batch)
-        loss = model.loss(logits, batch["tgt"][:, 1:])
+        loss = model.teacher_forced_loss(batch)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()
@@ -67,6 +69,18 @@ def main() -> None:
             for batch in batches[args.warmup :][:10]:
                 step(batch)
         print(profiler.key_averages().table(sort_by="self_cpu_time_total", row_limit=args.top))
+
+
+def load_config(overrides: list[str]) -> DictConfig:
+    """train.py's config with these overrides; a bad override or a missing value exits with its message."""
+    try:
+        with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+            paths = [f"paths.root_dir={ROOT}", "paths.output_dir=/tmp/attend-profile"]
+            cfg = compose(config_name="train", overrides=[*paths, *overrides])
+        check_config(cfg)
+    except (HydraException, ConfigError) as error:
+        sys.exit(f"profile_step.py: {error}")
+    return cfg
 
 
 if __name__ == "__main__":

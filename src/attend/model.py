@@ -74,9 +74,13 @@ class Seq2Seq(L.LightningModule):
         return [tok.decode(ids) for ids in result.sequences()], result
 
     # -- steps ----------------------------------------------------------------------------
-    def _shared_step(self, batch: dict, stage: str) -> Tensor:
+    def teacher_forced_loss(self, batch: dict) -> Tensor:
+        """The training objective of a batch: predict tgt[1:] from tgt[:-1] and the source."""
         logits, _ = self(batch)
-        loss = self.loss(logits, batch["tgt"][:, 1:])
+        return self.loss(logits, batch["tgt"][:, 1:])
+
+    def _shared_step(self, batch: dict, stage: str) -> Tensor:
+        loss = self.teacher_forced_loss(batch)
         batch_size = batch["tgt"].size(0)
         self.log(f"{stage}/loss", loss, prog_bar=True, batch_size=batch_size, sync_dist=stage != "train")
         if stage == "train":
