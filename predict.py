@@ -1,4 +1,4 @@
-"""Translate sentences with a checkpoint: python predict.py ckpt_path=... 'inputs=[Guten Morgen.]'"""
+"""Decode inputs with a checkpoint: python predict.py ckpt_path=... 'inputs=[Guten Morgen.]' (or image files)"""
 
 import hydra
 from omegaconf import DictConfig

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 from hydra import compose, initialize_config_dir
-from hydra.utils import instantiate
+from hydra.utils import get_class, instantiate
 from omegaconf import OmegaConf, open_dict
 
 from attend.builder import ConfigError, check_config
@@ -40,13 +40,23 @@ COMBINATIONS = list(
 )
 
 
+# what each modality's encoders get from the data module (DataModule.encoder_kwargs())
+ENCODER_KWARGS = {"text": {"vocab_size": 50, "pad_id": 0}, "image": {}}
+
+
 @pytest.mark.parametrize("task,attention,decoder,encoder", COMBINATIONS)
 def test_every_combination_composes_and_instantiates(task, attention, decoder, encoder):
     cfg = compose_train([f"task={task}", f"attention={attention}", f"decoder={decoder}", f"encoder={encoder}"])
     assert cfg.hydra.runtime.choices.decoder == decoder  # the command line beats the task bundle
+    assert cfg.hydra.runtime.choices.encoder == encoder
     cfg = resolve_paths(cfg)
+    modality = get_class(cfg.data._target_).modality
+    if get_class(cfg.encoder._target_).modality != modality:
+        with pytest.raises(ConfigError, match=f"gives {modality}: choose an {modality} encoder"):
+            check_config(cfg)  # refused at start-up, before any data is read
+        return
     check_config(cfg)
-    encoder_module = instantiate(cfg.encoder, vocab_size=50, pad_id=0)
+    encoder_module = instantiate(cfg.encoder, **ENCODER_KWARGS[modality])
     decoder_module = instantiate(
         cfg.decoder, vocab_size=60, pad_id=0, memory_dim=encoder_module.output_dim, attention=instantiate(cfg.attention)
     )

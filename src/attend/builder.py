@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import lightning as L
-from hydra.utils import instantiate
+from hydra.utils import get_class, instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from attend.model import Seq2Seq
@@ -14,12 +14,26 @@ class ConfigError(ValueError):
 
 
 def check_config(cfg: DictConfig) -> None:
-    """Fail at start-up on mandatory values (``???``) that were never set."""
+    """Fail at start-up on mandatory values (``???``) never set and on an encoder that cannot read the data."""
     missing = sorted(OmegaConf.missing_keys(cfg))
     if missing:
         keys = ", ".join(missing)
         raise ConfigError(
             f"mandatory config values are not set: {keys}; set them on the command line, e.g. {missing[0]}=..."
+        )
+    if "encoder" in cfg and "data" in cfg:
+        check_modality(cfg)
+
+
+def check_modality(cfg: DictConfig) -> None:
+    """The encoder must read what the data gives (``modality`` of both classes: text, image, audio)."""
+    data = getattr(get_class(cfg.data._target_), "modality", None)
+    encoder = getattr(get_class(cfg.encoder._target_), "modality", None)
+    if data and encoder and data != encoder:
+        raise ConfigError(
+            f"encoder {cfg.encoder._target_} reads {encoder} but the data ({cfg.data._target_}) gives {data}: "
+            f"choose an {data} encoder (text: encoder=rnn; image: encoder=cnn or encoder=resnet), "
+            f"or the task that goes with this data (task=mt for text, task=caption for images)"
         )
 
 

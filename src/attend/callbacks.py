@@ -41,33 +41,53 @@ class AttentionPlots(L.Callback):
         """Plot the first examples of ``split`` into ``<output_dir>/attention/<name>``; returns that folder."""
         datamodule = trainer.datamodule
         batch = datamodule.example_batch(self.num_examples, split=split)
-        batch = pl_module.transfer_batch_to_device(batch, pl_module.device, 0)
-        was_training = pl_module.training
-        pl_module.eval()
-        hypotheses, result = pl_module.generate(batch, pl_module.val_search)
-        pl_module.train(was_training)
         folder = self.output_dir / "attention" / name
-        folder.mkdir(parents=True, exist_ok=True)
-        tokenizer = pl_module.target_tokenizer
-        figures, paths, rows = [], [], []
-        for i, hypothesis in enumerate(hypotheses):
-            length = int(result.lengths[i])
-            output = tokenizer.tokens(result.tokens[i, :length].tolist())
-            source = datamodule.source_labels(batch, i)
-            weights = result.weights[i, :length].float().cpu().numpy()
-            fig = self.plot(weights, source, output, title=f"{name} example {i}")
-            path = folder / f"example_{i}.png"
-            fig.savefig(path, format="png")
-            figures.append(fig)
-            paths.append(str(path))
-            rows.append([batch["sources"][i], batch["references"][i], hypothesis])
-        _log_to_loggers(trainer, figures, paths, rows)
-        for fig in figures:
-            close_figure(fig)
+        figures, paths, rows = draw_attention(pl_module, datamodule, batch, self.plot, folder, name)
         (folder / "samples.tsv").write_text(
             "source\treference\toutput\n" + "".join("\t".join(r) + "\n" for r in rows), encoding="utf-8"
         )
+        _log_to_loggers(trainer, figures, paths, rows)
+        for fig in figures:
+            close_figure(fig)
         return folder
+
+
+def draw_attention(
+    pl_module: L.LightningModule, datamodule, batch: dict, plot: Callable, folder: Path, name: str,
+    stem: str = "example", first: int = 0,
+) -> tuple[list, list[str], list[list[str]]]:
+    """Decode ``batch`` with the validation search, save one attention figure per example as
+    ``folder/<stem>_<first + N>.png``; returns (figures, paths, rows of source, reference, output).
+
+    Weights over an image grid reach ``plot`` as (T, h, w), over a sequence as (T, S); the source
+    is what ``datamodule.plot_source`` gives (tokens, an image, a spectrogram).
+    """
+    batch = pl_module.transfer_batch_to_device(batch, pl_module.device, 0)
+    was_training = pl_module.training
+    pl_module.eval()
+    hypotheses, result = pl_module.generate(batch, pl_module.val_search)
+    pl_module.train(was_training)
+    folder.mkdir(parents=True, exist_ok=True)
+    tokenizer = pl_module.target_tokenizer
+    figures, paths, rows = [], [], []
+    for i, hypothesis in enumerate(hypotheses):
+        length = int(result.lengths[i])
+        output = tokenizer.tokens(result.tokens[i, :length].tolist())
+        weights = result.weights[i, :length].float().cpu().numpy()  # (T, S)
+        if result.grid is not None:
+            weights = weights.reshape(length, *result.grid)  # (T, h, w)
+        fig = plot(weights, datamodule.plot_source(batch, i), output, title=f"{name} example {i}")
+        path = folder / f"{stem}_{first + i}.png"
+        fig.savefig(path, format="png")
+        figures.append(fig)
+        paths.append(str(path))
+        rows.append([str(batch["sources"][i]), reference_text(batch["references"][i]), hypothesis])
+    return figures, paths, rows
+
+
+def reference_text(reference: str | list[str]) -> str:
+    """One reference, or several joined by " | " (captions), for tables and TSV files."""
+    return reference if isinstance(reference, str) else " | ".join(reference)
 
 
 def _log_to_loggers(trainer: L.Trainer, figures: list, paths: list[str], rows: list[list[str]]) -> None:

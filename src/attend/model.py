@@ -10,14 +10,20 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torchmetrics import Metric
 
+from attend.metrics import AttentionMetric
 from attend.search import SearchResult
+
+# checkpoint key of each tokenizer role, as the data modules' load_state_dict reads them
+TOKENIZER_STATE_KEYS = {"source": "src_tokenizer", "target": "tgt_tokenizer"}
 
 
 class Seq2Seq(L.LightningModule):
     """Cross-entropy training with label smoothing; validation and test metrics on decoded text.
 
-    ``tokenizers`` maps "source" and "target" to tokenizer objects; their states and the run's
-    resolved config are saved in every checkpoint, so evaluation rebuilds both without training data.
+    ``tokenizers`` maps "target" (and "source" for text sources) to tokenizer objects; their
+    states and the run's resolved config are saved in every checkpoint, so evaluation rebuilds
+    both without training data. Metrics are text metrics, ``update(hypotheses, references)``, or
+    ``AttentionMetric``s that read the search's attention weights and the batch.
     """
 
     def __init__(
@@ -50,7 +56,8 @@ class Seq2Seq(L.LightningModule):
 
     # -- model ----------------------------------------------------------------------------
     def encode(self, batch: dict):
-        return self.encoder(batch["src"], batch["src_lengths"])
+        """The source of a batch (token ids, images or audio features) as a Memory."""
+        return self.encoder(batch["src"], batch.get("src_lengths"))
 
     def forward(self, batch: dict) -> tuple[Tensor, Tensor]:
         """Teacher forcing: logits (B, T, V) and attention weights (B, T, S)."""
@@ -74,22 +81,37 @@ class Seq2Seq(L.LightningModule):
         return [tok.decode(ids) for ids in result.sequences()], result
 
     # -- steps ----------------------------------------------------------------------------
+    def teacher_forced_losses(self, batch: dict) -> tuple[Tensor, Tensor]:
+        """(cross-entropy, attention penalty) of predicting tgt[1:] from tgt[:-1] and the source."""
+        memory = self.encode(batch)
+        tgt_out = batch["tgt"][:, 1:]
+        logits, weights = self.decoder(batch["tgt"][:, :-1], memory)  # (B, T, V), (B, T, S)
+        target_mask = tgt_out != self.target_tokenizer.pad_id  # (B, T)
+        penalty = self.decoder.attention_penalty(weights, target_mask, memory.mask)
+        return self.loss(logits, tgt_out), penalty
+
     def teacher_forced_loss(self, batch: dict) -> Tensor:
-        """The training objective of a batch: predict tgt[1:] from tgt[:-1] and the source."""
-        logits, _ = self(batch)
-        return self.loss(logits, batch["tgt"][:, 1:])
+        """The training objective of a batch: cross-entropy plus the decoder's attention penalty."""
+        cross_entropy, penalty = self.teacher_forced_losses(batch)
+        return cross_entropy + penalty
 
     def _shared_step(self, batch: dict, stage: str) -> Tensor:
-        loss = self.teacher_forced_loss(batch)
+        cross_entropy, penalty = self.teacher_forced_losses(batch)
+        loss = cross_entropy + penalty
         batch_size = batch["tgt"].size(0)
         self.log(f"{stage}/loss", loss, prog_bar=True, batch_size=batch_size, sync_dist=stage != "train")
+        if getattr(self.decoder, "doubly_stochastic", 0.0):
+            self.log(f"{stage}/attention_penalty", penalty, batch_size=batch_size, sync_dist=stage != "train")
         if stage == "train":
             return loss
         search = self.val_search if stage == "val" else self.test_search
         metrics = self.val_metrics if stage == "val" else self.test_metrics
-        hypotheses, _ = self.generate(batch, search)
+        hypotheses, result = self.generate(batch, search)
         for name, metric in metrics.items():
-            metric.update(hypotheses, batch["references"])
+            if isinstance(metric, AttentionMetric):
+                metric.update(batch, result, self.target_tokenizer)  # torchmetrics' wrapped update
+            else:
+                metric.update(hypotheses, batch["references"])
             self.log(f"{stage}/{name}", metric, prog_bar=name == next(iter(metrics)), batch_size=batch_size)
         if stage == "test":
             rows = zip(batch["ids"].tolist(), batch["sources"], batch["references"], hypotheses, strict=True)
@@ -125,7 +147,6 @@ class Seq2Seq(L.LightningModule):
         checkpoint["attend"] = {
             "config": self.run_config,
             "tokenizers": {
-                "src_tokenizer": self.tokenizers["source"].state_dict(),
-                "tgt_tokenizer": self.tokenizers["target"].state_dict(),
+                TOKENIZER_STATE_KEYS[role]: tokenizer.state_dict() for role, tokenizer in self.tokenizers.items()
             },
         }

@@ -30,6 +30,39 @@ def text_heatmap(
     return fig
 
 
+def image_attention(
+    weights: np.ndarray, image: np.ndarray, output: list[str], title: str = "", columns: int = 5, panel: float = 1.8
+) -> Figure:
+    """The image, then per output word its attention map (T, h, w) upsampled onto the image, the word above.
+
+    As in Xu et al. 2015, fig. 2-3: each map is scaled to its own maximum, bright where the word
+    attends and dimmed elsewhere; the panel title gives the word and its largest cell weight.
+    """
+    import torch
+    import torch.nn.functional as F
+
+    image = np.asarray(image, dtype=np.float32) / (255.0 if np.asarray(image).dtype == np.uint8 else 1.0)
+    height, width = image.shape[:2]
+    maps = torch.as_tensor(np.asarray(weights, dtype=np.float32)[: len(output)]).unsqueeze(1)  # (T, 1, h, w)
+    upsampled = F.interpolate(maps, size=(height, width), mode="bilinear", align_corners=False).squeeze(1)
+    panels = len(output) + 1
+    rows = (panels + columns - 1) // columns
+    fig, axes = plt.subplots(rows, columns, figsize=(columns * panel, rows * (panel + 0.3)), dpi=100, squeeze=False)
+    for ax in axes.flat:
+        ax.axis("off")
+    axes.flat[0].imshow(image)
+    axes.flat[0].set_title(title or "image", fontsize=8)
+    for t, word in enumerate(output):
+        heat = upsampled[t].numpy()
+        heat = heat / max(float(heat.max()), 1e-8)  # (H, W) in [0, 1]
+        ax = axes.flat[t + 1]
+        ax.imshow(image * (0.25 + 0.75 * heat[..., None]))
+        ax.imshow(heat, cmap="magma", alpha=0.35, vmin=0.0, vmax=1.0)
+        ax.set_title(f"{word}  ({float(maps[t].max()):.2f})", fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
 def close_figure(fig: Figure) -> None:
     """Free a figure's memory (pyplot keeps every open figure)."""
     plt.close(fig)

@@ -1,18 +1,22 @@
-"""predict(cfg): decode sentences given on the command line or in a file with a checkpoint."""
+"""predict(cfg): decode inputs (sentences, or image files for captioning) given on the command line or in a file."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from hydra.utils import instantiate
 from omegaconf import DictConfig
 
 from attend.builder import ConfigError, check_config
+from attend.callbacks import draw_attention
 from attend.checkpoint import load_checkpoint, restore
+from attend.data.images import ImageReadError
 from attend.evaluate import search_overrides
+from attend.plots import close_figure
 
 
 def read_inputs(cfg: DictConfig) -> list[str]:
-    """Sources from ``inputs`` (a list) or ``input_file`` (one a line, blank lines skipped)."""
+    """Sentences or image paths from ``inputs`` (a list) or ``input_file`` (one a line, blank lines skipped)."""
     inputs = list(cfg.get("inputs") or [])
     if cfg.get("input_file"):
         path = Path(cfg.input_file)
@@ -21,7 +25,8 @@ def read_inputs(cfg: DictConfig) -> list[str]:
         inputs += [line.strip() for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
     if not inputs:
         raise ConfigError(
-            "nothing to translate: pass inputs='[Guten Morgen.]' or input_file=path/to/file.txt"
+            "nothing to decode: pass inputs='[Guten Morgen.]' (an image path for captioning) "
+            "or input_file=path/to/file.txt"
         )
     return inputs
 
@@ -29,14 +34,25 @@ def read_inputs(cfg: DictConfig) -> list[str]:
 def predict(cfg: DictConfig) -> list[str]:
     check_config(cfg)
     sources = read_inputs(cfg)
-    _, datamodule, model = restore(load_checkpoint(cfg.ckpt_path), search_overrides(cfg))
+    config, datamodule, model = restore(load_checkpoint(cfg.ckpt_path), search_overrides(cfg))
+    plot = instantiate(config.callbacks.attention_plots.plot) if cfg.get("plots") else None
     outputs: list[str] = []
     for start in range(0, len(sources), cfg.batch_size):
-        batch = datamodule.batch_from_sources(sources[start : start + cfg.batch_size])
+        try:
+            batch = datamodule.batch_from_sources(sources[start : start + cfg.batch_size])
+        except ImageReadError as error:
+            raise ConfigError(f"cannot read an input: {error}") from error
         hypotheses, _ = model.generate(batch, model.test_search)
         outputs += hypotheses
+        if plot is not None:  # attention figures, with the validation search as during training
+            folder = Path(cfg.paths.output_dir) / "attention"
+            figures, _, _ = draw_attention(model, datamodule, batch, plot, folder, "input", stem="input", first=start)
+            for fig in figures:
+                close_figure(fig)
     for source, output in zip(sources, outputs, strict=True):
         print(f"{source}\t{output}")
     if cfg.get("output_file"):
         Path(cfg.output_file).write_text("".join(o + "\n" for o in outputs), encoding="utf-8")
+    if plot is not None:
+        print(f"attention plots: {Path(cfg.paths.output_dir) / 'attention'}")
     return outputs

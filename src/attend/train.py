@@ -11,6 +11,7 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from attend.builder import build_datamodule, build_model, check_config, instantiate_all
+from attend.callbacks import reference_text
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +52,7 @@ def write_results(output_dir: Path, metrics: dict, predictions: list[dict]) -> N
     (output_dir / "test_metrics.json").write_text(json.dumps(metrics, indent=2) + "\n")
     ordered = sorted(predictions, key=lambda p: p["id"])  # batches come sorted by length; restore file order
     lines = ["source\treference\thypothesis"] + [
-        f"{p['source']}\t{p['reference']}\t{p['hypothesis']}" for p in ordered
+        f"{p['source']}\t{reference_text(p['reference'])}\t{p['hypothesis']}" for p in ordered
     ]
     (output_dir / "test_predictions.tsv").write_text("\n".join(lines) + "\n", encoding="utf-8")
 

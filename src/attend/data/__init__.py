@@ -1,6 +1,7 @@
-"""Text data: tokenizers, pair sources (Ding, dates, parallel text), bucketing, the datamodule."""
+"""Data: tokenizers, text pair sources, image-caption sources (attend.data.images), bucketing, datamodules."""
 
 from attend.data.bucketing import BucketBatchSampler
+from attend.data.caption_datamodule import CaptionDataModule
 from attend.data.char import CharTokenizer
 from attend.data.datamodule import TranslationDataModule
 from attend.data.dataset import TranslationCollate, TranslationDataset
@@ -13,6 +14,7 @@ from attend.data.word import WordTokenizer
 
 __all__ = [
     "BucketBatchSampler",
+    "CaptionDataModule",
     "CharTokenizer",
     "DatePairs",
     "DingNotFoundError",

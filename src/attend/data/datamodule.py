@@ -41,6 +41,8 @@ class TranslationDataModule(L.LightningDataModule):
     ``sources`` and ``references`` (raw text).
     """
 
+    modality = "text"  # what it feeds the encoder; the config check matches it with the encoder's
+
     def __init__(
         self,
         source: PairSource,
@@ -198,8 +200,8 @@ class TranslationDataModule(L.LightningDataModule):
             raise RuntimeError("call setup() before asking for examples")
         return self._collate()([dataset[i] for i in range(min(count, len(dataset)))])
 
-    def source_labels(self, batch: dict[str, Any], index: int) -> list[str]:
-        """Readable source tokens of one batch row (plot axis labels)."""
+    def plot_source(self, batch: dict[str, Any], index: int) -> list[str]:
+        """What an attention plot shows of one batch row's source: its readable tokens (axis labels)."""
         length = int(batch["src_lengths"][index])
         return self.src_tokenizer.tokens(batch["src"][index, :length].tolist())
 

@@ -29,7 +29,7 @@ class BahdanauDecoder(RNNDecoder):
         """One recurrent step: (outputs (B, 1, H), context (B, 1, Dv), weights (B, 1, S), state)."""
         query = state["hidden"][:, -1:]  # (B, 1, H): top layer s_{i-1}
         attended = self.attention(query, memory, state["attention"])
-        context = attended.context  # (B, 1, Dv)
+        context = self.gate(attended.context, query)  # (B, 1, Dv)
         outputs, new_state = self.run_rnn(torch.cat([embedded, context], dim=-1), state)  # (B, 1, H)
         new_state["attention"] = attended.state
         return outputs, context, attended.weights, new_state

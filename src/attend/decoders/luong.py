@@ -34,7 +34,8 @@ class LuongDecoder(RNNDecoder):
 
     def _attend_and_combine(self, outputs: Tensor, memory: Memory, attention_state: dict):
         attended = self.attention(outputs, memory, attention_state)  # context (B, T, Dv)
-        features = torch.tanh(self.combine(torch.cat([attended.context, outputs], dim=-1)))  # (B, T, O)
+        context = self.gate(attended.context, outputs)  # (B, T, Dv)
+        features = torch.tanh(self.combine(torch.cat([context, outputs], dim=-1)))  # (B, T, O)
         return features, attended
 
     def _step_features(self, embedded: Tensor, memory: Memory, state: State) -> tuple[Tensor, Tensor, State]:

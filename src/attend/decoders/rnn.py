@@ -35,6 +35,8 @@ class RNNDecoder(nn.Module):
         output_dim: int | None = None,
         tie_embeddings: bool = False,
         init_state: str = "bridge",
+        context_gate: bool = False,
+        doubly_stochastic: float = 0.0,
     ) -> None:
         super().__init__()
         if rnn_type not in RNN_TYPES:
@@ -57,6 +59,11 @@ class RNNDecoder(nn.Module):
             dropout=dropout if num_layers > 1 else 0.0,
         )
         self.bridge = nn.Linear(memory_dim, num_layers * hidden_size) if init_state == "bridge" else None
+        # Show, Attend and Tell (Xu et al. 2015): c_0 from the memory too, sec. 3.1.2
+        self.cell_bridge = nn.Linear(memory_dim, num_layers * hidden_size) if self.bridge and self.is_lstm else None
+        # Xu et al. 2015 sec. 4.2.1: beta_t = sigmoid(f_beta(h_{t-1})) scales the context
+        self.context_gate = nn.Linear(hidden_size, 1) if context_gate else None
+        self.doubly_stochastic = doubly_stochastic
         self.output_layer = nn.Linear(self.output_dim, vocab_size)
         if tie_embeddings:
             if self.output_dim != embedding_dim:
@@ -80,13 +87,16 @@ class RNNDecoder(nn.Module):
 
     def init_state(self, memory: Memory) -> State:
         batch = memory.values.size(0)
+        shape = (batch, self.num_layers, self.hidden_size)
+        summary = memory.final if memory.final is not None else masked_mean(memory.values, memory.mask)
         if self.bridge is None:
-            hidden = memory.values.new_zeros(batch, self.num_layers, self.hidden_size)
+            hidden = memory.values.new_zeros(shape)
         else:
-            summary = memory.final if memory.final is not None else masked_mean(memory.values, memory.mask)
-            hidden = torch.tanh(self.bridge(summary)).view(batch, self.num_layers, self.hidden_size)
+            hidden = torch.tanh(self.bridge(summary)).view(shape)  # (B, L, H)
         state: State = {"hidden": hidden, "attention": self.attention.init_state(memory)}
-        if self.is_lstm:
+        if self.is_lstm and self.cell_bridge is not None:
+            state["cell"] = torch.tanh(self.cell_bridge(summary)).view(shape)
+        elif self.is_lstm:
             state["cell"] = torch.zeros_like(hidden)
         return state
 
@@ -114,7 +124,28 @@ class RNNDecoder(nn.Module):
             weights.append(weight)
         return torch.cat(features, dim=1), torch.cat(weights, dim=1)
 
+    def attention_penalty(self, weights: Tensor, target_mask: Tensor, source_mask: Tensor) -> Tensor:
+        """Doubly stochastic regularisation, Xu et al. 2015 eq. 14: lambda * (1 - sum_t alpha_ti)^2.
+
+        weights (B, T, S) of teacher forcing; target_mask (B, T) marks real output steps and
+        source_mask (B, S) real positions. Averaged over the real positions and the batch (the
+        paper sums over positions: that is S times this, and with 64 cells and 10 words it
+        outweighs the cross-entropy); 0 when ``doubly_stochastic`` is 0.
+        """
+        if not self.doubly_stochastic:
+            return weights.new_zeros(())
+        totals = (weights * target_mask.unsqueeze(-1).to(weights.dtype)).sum(dim=1)  # (B, S)
+        real = source_mask.to(weights.dtype)  # (B, S)
+        deficit = ((1.0 - totals) ** 2 * real).sum(dim=1) / real.sum(dim=1).clamp(min=1.0)  # (B,)
+        return self.doubly_stochastic * deficit.mean()
+
     # -- helpers for subclasses -----------------------------------------------------------
+    def gate(self, context: Tensor, query: Tensor) -> Tensor:
+        """context (B, T, Dv) scaled by beta = sigmoid(W query) (B, T, 1) when the gate is on."""
+        if self.context_gate is None:
+            return context
+        return torch.sigmoid(self.context_gate(query)) * context
+
     def run_rnn(self, inputs: Tensor, state: State) -> tuple[Tensor, State]:
         """Run the RNN over inputs (B, T, I) from the batch-first state; returns outputs (B, T, H)."""
         hidden = state["hidden"].transpose(0, 1).contiguous()  # (L, B, H)

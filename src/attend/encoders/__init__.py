@@ -1,5 +1,7 @@
 """Encoders: each turns a batch's source into a Memory."""
 
+from attend.encoders.image_cnn import CNNEncoder
+from attend.encoders.resnet import ResNetEncoder, WeightsError
 from attend.encoders.text import TextEncoder
 
-__all__ = ["TextEncoder"]
+__all__ = ["CNNEncoder", "ResNetEncoder", "TextEncoder", "WeightsError"]

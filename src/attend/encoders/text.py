@@ -28,6 +28,8 @@ class TextEncoder(nn.Module):
     back, so memory position j still belongs to source token j (plots stay readable).
     """
 
+    modality = "text"
+
     def __init__(
         self,
         vocab_size: int,

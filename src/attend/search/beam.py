@@ -62,7 +62,7 @@ class BeamSearch:
             scores, prev = top_scores, token.view(-1)
             if bool(finished.all()):
                 break
-        return self._best(history, history_weights, scores, pad_id, eos_id)
+        return self._best(history, history_weights, scores, pad_id, eos_id, memory.grid)
 
     @staticmethod
     def _constrain(logp: Tensor, finished: Tensor, at_limit: Tensor, eos_id: int, pad_id: int) -> Tensor:
@@ -78,7 +78,7 @@ class BeamSearch:
         )
         return torch.where(finished.unsqueeze(-1), only_pad, logp)
 
-    def _best(self, history: Tensor, history_weights: Tensor, scores: Tensor, pad_id: int, eos_id: int):
+    def _best(self, history: Tensor, history_weights: Tensor, scores: Tensor, pad_id: int, eos_id: int, grid):
         lengths = (history != pad_id).sum(dim=-1)  # (B, K)
         normalised = scores / self.penalty(lengths)
         best = normalised.argmax(dim=-1)  # (B,)
@@ -89,6 +89,7 @@ class BeamSearch:
             weights=history_weights[rows, best],  # (B, T, S)
             scores=normalised[rows, best],
             eos_id=eos_id,
+            grid=grid,
         )
 
 

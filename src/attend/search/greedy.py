@@ -48,4 +48,5 @@ class GreedySearch:
             weights=torch.stack(weights, dim=1),  # (B, T, S)
             scores=scores,
             eos_id=eos_id,
+            grid=memory.grid,
         )

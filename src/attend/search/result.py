@@ -15,6 +15,7 @@ class SearchResult:
     weights: Tensor  # (B, T, S) attention weights of the chosen hypothesis
     scores: Tensor  # (B,) log-probability (length-normalised for beam search)
     eos_id: int
+    grid: tuple[int, int] | None = None  # the memory's (H, W) when it is an image grid (S == H*W)
 
     def sequences(self) -> list[list[int]]:
         """Output ids of each sentence, without the end token."""

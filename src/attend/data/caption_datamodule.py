@@ -1,0 +1,187 @@
+"""The LightningDataModule for image captioning: images -> Memory over grid cells, captions -> words."""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import Any
+
+import lightning as L
+import numpy as np
+from torch.utils.data import DataLoader
+
+from attend.data.bucketing import BucketBatchSampler
+from attend.data.caption_dataset import CaptionCollate, CaptionDataset
+from attend.data.caption_images import (
+    denormalize,
+    image_transform,
+    load_pixels,
+    square_resize,
+    to_uint8_tensor,
+)
+from attend.data.images import ImageCaption, read_rgb
+from attend.data.tokenizer import Tokenizer, tokenizer_from_state
+
+log = logging.getLogger("attend.data")
+
+
+class CaptionDataModule(L.LightningDataModule):
+    """Records from ``source`` (``splits()`` and ``load_image(record)``), images cached as uint8
+    ``image_size`` squares, captions tokenized by ``tokenizer`` (fitted on training captions).
+
+    Training has one example per (image, caption) pair, so an image with five captions is seen
+    five times an epoch with a different target each time; validation and test have one example
+    per image, scored against all its captions (``references``), with its first caption as the
+    target of the loss. Training captions longer than ``max_target_len`` words are dropped (logged).
+    Batches: ``src`` (B, 3, H, W), ``tgt`` (B, T), ``tgt_lengths``, ``ids``, ``sources`` (image
+    keys), ``references`` (lists of captions), ``objects`` (data=shapes' boxes).
+    """
+
+    modality = "image"
+
+    def __init__(
+        self,
+        source,
+        tokenizer: Tokenizer,
+        image_size: int = 64,
+        batch_size: int = 32,
+        eval_batch_size: int | None = None,
+        augment: bool = True,
+        hflip: bool = False,
+        max_target_len: int = 50,
+        num_workers: int = 0,
+        seed: int = 1234,
+        cache_dir: str | os.PathLike | None = None,
+    ) -> None:
+        super().__init__()
+        self.source = source
+        self.tokenizer = tokenizer
+        self.image_size = image_size
+        self.batch_size = batch_size
+        self.eval_batch_size = eval_batch_size or batch_size
+        self.augment = augment
+        self.hflip = hflip
+        self.max_target_len = max_target_len
+        self.num_workers = num_workers
+        self.seed = seed
+        self.cache_dir = None if cache_dir is None else str(cache_dir)
+        self.loaded: dict[str, tuple] = {}  # split -> (pixels, records whose image could be read)
+        self.datasets: dict[str, CaptionDataset] = {}
+        self.dropped = 0  # training captions dropped by the length filter
+
+    # data ------------------------------------------------------------------------------------
+    def prepare_data(self) -> None:
+        """Read and cache every split's images once (local rank 0)."""
+        for records in self.source.splits().values():
+            load_pixels(self.source, records, self.image_size, self.cache_dir)
+
+    def setup(self, stage: str | None = None) -> None:
+        """Read splits and cached images, fit the tokenizer on training captions, tokenize (idempotent)."""
+        if self.datasets:
+            return
+        self.loaded = {name: self._load(records) for name, records in self.source.splits().items()}
+        if not self.tokenizer.is_fitted:
+            self.tokenizer.fit([caption for record in self.loaded["train"][1] for caption in record.captions])
+        self._encode_splits()
+        log.info(
+            "images: train %d (%d captions), val %d, test %d; vocabulary %d words",
+            len(self.loaded["train"][1]), len(self.datasets["train"]), len(self.datasets["val"]),
+            len(self.datasets["test"]), self.tokenizer.vocab_size,
+        )
+
+    def _encode_splits(self) -> None:
+        for name, (pixels, records) in self.loaded.items():
+            self.datasets[name] = self._encode(pixels, records, train=name == "train")
+
+    def _load(self, records: list[ImageCaption]):
+        pixels, kept = load_pixels(self.source, records, self.image_size, self.cache_dir)
+        return pixels, [records[i] for i in kept]
+
+    def _encode(self, pixels, records: list[ImageCaption], train: bool) -> CaptionDataset:
+        rows = []  # (image index, caption ids, references, key, objects)
+        for index, record in enumerate(records):
+            references = list(record.captions)
+            targets = references if train else references[:1]
+            for caption in targets:
+                rows.append((index, self.tokenizer.encode(caption), references, record.key, record.objects))
+        if train:
+            kept = [row for row in rows if 0 < len(row[1]) <= self.max_target_len]
+            self.dropped = len(rows) - len(kept)
+            if self.dropped:
+                log.info("dropped %d training captions (empty or over %d words)", self.dropped, self.max_target_len)
+            rows = kept
+        columns = list(zip(*rows, strict=True)) if rows else [[]] * 5
+        transform = image_transform(train, self.image_size, augment=self.augment, hflip=self.hflip)
+        return CaptionDataset(pixels, *[list(c) for c in columns], transform=transform)
+
+    # loaders ---------------------------------------------------------------------------------
+    def _loader(self, split: str, train: bool) -> DataLoader:
+        if split not in self.datasets:
+            raise RuntimeError("call setup() before asking for a dataloader")
+        dataset = self.datasets[split]
+        batch_sampler = BucketBatchSampler(
+            dataset.lengths(),
+            batch_size=self.batch_size if train else self.eval_batch_size,
+            shuffle=train,
+            seed=self.seed,
+        )
+        return DataLoader(
+            dataset,
+            batch_sampler=batch_sampler,
+            collate_fn=self._collate(),
+            num_workers=self.num_workers,
+            persistent_workers=self.num_workers > 0,
+        )
+
+    def train_dataloader(self) -> DataLoader:
+        return self._loader("train", train=True)
+
+    def val_dataloader(self) -> DataLoader:
+        return self._loader("val", train=False)
+
+    def test_dataloader(self) -> DataLoader:
+        return self._loader("test", train=False)
+
+    # what the model, plots and prediction need ---------------------------------------------
+    def tokenizers(self) -> dict[str, Tokenizer]:
+        return {"target": self.tokenizer}
+
+    def encoder_kwargs(self) -> dict[str, int]:
+        return {}
+
+    def _collate(self) -> CaptionCollate:
+        return CaptionCollate(self.tokenizer.pad_id, self.tokenizer.bos_id, self.tokenizer.eos_id)
+
+    def example_batch(self, count: int, split: str = "val") -> dict[str, Any]:
+        """The first ``count`` examples of a split as one batch (fixed examples for plots)."""
+        if split not in self.datasets:
+            raise RuntimeError("call setup() before asking for examples")
+        dataset = self.datasets[split]
+        return self._collate()([dataset[i] for i in range(min(count, len(dataset)))])
+
+    def plot_source(self, batch: dict[str, Any], index: int) -> np.ndarray:
+        """The image of one batch row, (H, W, 3) uint8, for attention plots."""
+        return denormalize(batch["src"][index])
+
+    def batch_from_sources(self, sources: list[str]) -> dict[str, Any]:
+        """A batch of image files (prediction); raises ImageReadError naming an unreadable file."""
+        transform = image_transform(False, self.image_size)
+        examples = [
+            {"image": transform(to_uint8_tensor(square_resize(read_rgb(path), self.image_size))), "tgt": [],
+             "id": i, "source": path, "reference": [], "objects": ()}
+            for i, path in enumerate(sources)
+        ]
+        return self._collate()(examples)
+
+    # checkpoint ------------------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        """The fitted tokenizer; Lightning stores this in every checkpoint."""
+        return {"tgt_tokenizer": self.tokenizer.state_dict()} if self.tokenizer.is_fitted else {}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """Use a saved tokenizer; captions already tokenized with another one are tokenized again."""
+        if not state_dict or state_dict == self.state_dict():
+            return
+        self.tokenizer = tokenizer_from_state(state_dict["tgt_tokenizer"])
+        if self.loaded:
+            self._encode_splits()

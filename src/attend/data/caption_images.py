@@ -1,0 +1,93 @@
+"""Images for captioning: read once, padded square, resized and cached as uint8; v2 transforms per step."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+from pathlib import Path
+
+import numpy as np
+import torch
+from PIL import Image
+from torch import Tensor
+from torchvision.transforms import v2
+
+from attend.data.images import ImageCaption, ImageReadError
+
+log = logging.getLogger("attend.data")
+IMAGENET_MEAN = (0.485, 0.456, 0.406)
+IMAGENET_STD = (0.229, 0.224, 0.225)
+
+
+def square_resize(image: Image.Image, size: int) -> Image.Image:
+    """Pad to a square on white (centred, nothing cut off), then resize to ``size`` x ``size``."""
+    width, height = image.size
+    side = max(width, height)
+    if width != height:
+        canvas = Image.new("RGB", (side, side), (255, 255, 255))
+        canvas.paste(image, ((side - width) // 2, (side - height) // 2))
+        image = canvas
+    return image.resize((size, size), Image.Resampling.BICUBIC) if side != size else image
+
+
+def to_uint8_tensor(image: Image.Image) -> Tensor:
+    """(3, H, W) uint8 from an RGB image."""
+    return torch.from_numpy(np.asarray(image.convert("RGB"), dtype=np.uint8).copy()).permute(2, 0, 1)
+
+
+def load_pixels(source, records: list[ImageCaption], size: int, cache_dir: str | None) -> tuple[Tensor, list[int]]:
+    """(N, 3, size, size) uint8 of the records whose image could be read, and their indices.
+
+    Unreadable images (missing, corrupt) are skipped, each named in a warning, and counted in the
+    log. With ``cache_dir`` the result is saved under ``cache_dir/images`` keyed by the source's
+    settings, the size and the records, and read back next time.
+    """
+    path = None
+    if cache_dir is not None:
+        settings = getattr(source, "settings", dict)()
+        key_text = json.dumps([type(source).__name__, settings, size, [r.key for r in records]], default=str)
+        key = hashlib.sha1(key_text.encode("utf-8")).hexdigest()[:16]
+        path = Path(cache_dir) / "images" / f"{type(source).__name__}-{size}px-{key}.pt"
+        if path.is_file():
+            cached = torch.load(path, weights_only=True)
+            return cached["pixels"], cached["kept"]
+    pixels, kept, skipped = [], [], 0
+    for index, record in enumerate(records):
+        try:
+            pixels.append(to_uint8_tensor(square_resize(source.load_image(record), size)))
+            kept.append(index)
+        except ImageReadError as error:
+            skipped += 1
+            log.warning("skipping image %s: %s", record.key, error)
+    if skipped:
+        log.warning("skipped %d of %d images that could not be read", skipped, len(records))
+    if not pixels:
+        raise ImageReadError(f"none of the {len(records)} images of this split could be read (see the warnings)")
+    stacked = torch.stack(pixels)  # (N, 3, size, size)
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial = path.with_suffix(f".{os.getpid()}.tmp")
+        torch.save({"pixels": stacked, "kept": kept}, partial)
+        partial.replace(path)  # atomic: a crash never leaves half a cache file
+    return stacked, kept
+
+
+def image_transform(train: bool, size: int, augment: bool = True, hflip: bool = False) -> v2.Compose:
+    """uint8 (3, H, W) -> normalised float: a light random crop (and flip) when training, else as is."""
+    steps: list = []
+    if train and augment:
+        steps.append(v2.RandomResizedCrop(size, scale=(0.8, 1.0), ratio=(0.9, 1.1), antialias=True))
+    if train and hflip:
+        steps.append(v2.RandomHorizontalFlip())
+    steps += [v2.ToDtype(torch.float32, scale=True), v2.Normalize(IMAGENET_MEAN, IMAGENET_STD)]
+    return v2.Compose(steps)
+
+
+def denormalize(image: Tensor) -> np.ndarray:
+    """Normalised (3, H, W) -> uint8 (H, W, 3) for plots."""
+    mean = torch.tensor(IMAGENET_MEAN, device=image.device).view(3, 1, 1)
+    std = torch.tensor(IMAGENET_STD, device=image.device).view(3, 1, 1)
+    pixels = ((image.float() * std + mean).clamp(0, 1) * 255).round().to(torch.uint8)
+    return pixels.permute(1, 2, 0).cpu().numpy()

@@ -1,0 +1,74 @@
+"""What every image-caption source yields: records, the errors they raise, and reading an image file as RGB."""
+
+from __future__ import annotations
+
+import os
+import random
+from dataclasses import dataclass
+from pathlib import Path
+
+from PIL import Image
+
+SPLITS = ("train", "val", "test")
+
+
+@dataclass(frozen=True)
+class SceneObject:
+    """One object of a synthetic scene: the caption word naming it and where it is."""
+
+    kind: str  # the caption word that names it, e.g. "circle"
+    box: tuple[float, float, float, float]  # (x0, y0, x1, y1) as fractions of image width/height, 0..1
+    word_index: int  # index of that word in captions[0].split()
+
+
+@dataclass(frozen=True)
+class ImageCaption:
+    """One image and its reference captions."""
+
+    key: str  # unique, stable id within the data set
+    captions: tuple[str, ...]  # one or more stripped, non-empty reference captions
+    path: str | None = None  # image file, when the image comes from a file
+    objects: tuple[SceneObject, ...] = ()  # only synthetic scenes fill it, in caption order
+
+
+class ImageReadError(ValueError):
+    """An image file is missing or cannot be decoded; the message names the file."""
+
+
+class CaptionDataError(ValueError):
+    """A caption data set file is missing or malformed; the message names the file, the line and the fix."""
+
+
+def read_rgb(path: str | os.PathLike) -> Image.Image:
+    """Open an image file as RGB; RGBA/LA/P-with-transparency are composited on white."""
+    if not Path(path).is_file():
+        raise ImageReadError(f"image file {str(path)!r} does not exist")
+    try:
+        with Image.open(path) as img:
+            img.load()  # decode everything here so truncated files fail inside the try
+            return to_rgb(img)
+    except (OSError, SyntaxError, ValueError, Image.DecompressionBombError) as e:
+        raise ImageReadError(f"image file {str(path)!r} cannot be read: {e}") from e
+
+
+def to_rgb(img: Image.Image) -> Image.Image:
+    """An RGB copy of ``img``, transparent parts composited on white."""
+    if "A" in img.getbands() or "transparency" in img.info:
+        rgba = img.convert("RGBA")
+        white = Image.new("RGBA", rgba.size, (255, 255, 255, 255))
+        return Image.alpha_composite(white, rgba).convert("RGB")
+    return img.convert("RGB")
+
+
+def split_by_key(records: list[ImageCaption], n_val: int, n_test: int, seed: int, what: str) -> dict[str, list]:
+    """Seeded split of records into exactly n_test test, n_val val and the rest train, all sorted by key."""
+    if n_val < 0 or n_test < 0:
+        raise ValueError(f"n_val={n_val} and n_test={n_test} must be >= 0")
+    if n_val + n_test >= len(records):
+        raise ValueError(
+            f"{what} has only {len(records)} images: n_val={n_val} + n_test={n_test} leaves none to train on"
+        )
+    shuffled = sorted(records, key=lambda r: r.key)
+    random.Random(seed).shuffle(shuffled)
+    test, val, train = shuffled[:n_test], shuffled[n_test : n_test + n_val], shuffled[n_test + n_val :]
+    return {name: sorted(part, key=lambda r: r.key) for name, part in zip(SPLITS, (train, val, test), strict=True)}

@@ -1,0 +1,22 @@
+"""Metrics: text metrics take ``update(hypotheses, references)``; attention metrics read the search."""
+
+from torchmetrics.text import CharErrorRate, WordErrorRate
+
+from attend.metrics.base import AttentionMetric
+from attend.metrics.caption import CaptionBLEU, CIDErD, caption_tokens
+from attend.metrics.grounding import Grounding, box_cells
+from attend.metrics.text import BLEU, ChrF, ExactMatch
+
+__all__ = [
+    "AttentionMetric",
+    "BLEU",
+    "CaptionBLEU",
+    "CharErrorRate",
+    "ChrF",
+    "CIDErD",
+    "ExactMatch",
+    "Grounding",
+    "WordErrorRate",
+    "box_cells",
+    "caption_tokens",
+]
