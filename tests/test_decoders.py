@@ -14,6 +14,9 @@ FLOWS = {
         LuongDecoder,
         {"input_feeding": False, "rnn_type": "lstm", "tie_embeddings": True},
     ),
+    # Show, Attend and Tell: LSTM with its cell from the memory, the context gate beta
+    "bahdanau-lstm-gated": (BahdanauDecoder, {"rnn_type": "lstm", "context_gate": True}),
+    "luong-nofeed-gated": (LuongDecoder, {"input_feeding": False, "context_gate": True}),
 }
 
 
@@ -81,3 +84,38 @@ def test_initial_state_from_mean_when_encoder_gives_no_summary(memory):
 def test_unknown_rnn_type_is_refused():
     with pytest.raises(ValueError, match="rnn_type"):
         BahdanauDecoder(30, 16, AdditiveAttention, rnn_type="transformer")
+
+
+def test_lstm_cell_starts_from_the_memory_summary(memory):
+    decoder = make("bahdanau-lstm-gated")
+    state = decoder.init_state(decoder.prepare(memory))
+    expected = torch.tanh(decoder.cell_bridge(memory.final)).view(3, 1, 16)
+    torch.testing.assert_close(state["cell"], expected)
+    assert not torch.equal(state["cell"], state["hidden"])  # two projections, as in Xu et al. sec. 3.1.2
+
+
+def test_context_gate_scales_the_context_by_a_sigmoid_of_the_query():
+    decoder = make("bahdanau-lstm-gated")
+    context, query = torch.randn(3, 1, 16), torch.randn(3, 1, 16)
+    beta = torch.sigmoid(decoder.context_gate(query))  # (B, 1, 1)
+    torch.testing.assert_close(decoder.gate(context, query), beta * context)
+    assert make("bahdanau-gru").gate(context, query) is context  # off: untouched
+
+
+def test_doubly_stochastic_penalty_by_hand():
+    decoder = make("bahdanau-gru", doubly_stochastic=2.0)
+    weights = torch.tensor([[[0.5, 0.5, 0.0], [0.2, 0.8, 0.0], [0.9, 0.1, 0.0]]])  # (1, T=3, S=3)
+    target_mask = torch.tensor([[True, True, False]])  # the third step is padding
+    source_mask = torch.tensor([[True, True, False]])  # the third position is padding
+    # totals over real steps: 0.7 and 1.3 -> deficits 0.09 and 0.09, averaged over 2 real positions
+    penalty = decoder.attention_penalty(weights, target_mask, source_mask)
+    torch.testing.assert_close(penalty, torch.tensor(2.0 * 0.09))
+    assert make("bahdanau-gru").attention_penalty(weights, target_mask, source_mask).item() == 0.0
+
+
+def test_penalty_gradient_reaches_the_attention(memory):
+    decoder = make("bahdanau-lstm-gated", doubly_stochastic=1.0).train()
+    tgt_in = torch.randint(3, 30, (3, 4))
+    _, weights = decoder(tgt_in, memory)
+    decoder.attention_penalty(weights, tgt_in > 0, memory.mask).backward()
+    assert decoder.attention.v.weight.grad.abs().sum() > 0

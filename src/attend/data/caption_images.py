@@ -44,6 +44,8 @@ def load_pixels(source, records: list[ImageCaption], size: int, cache_dir: str |
     log. With ``cache_dir`` the result is saved under ``cache_dir/images`` keyed by the source's
     settings, the size and the records, and read back next time.
     """
+    if not records:  # an empty split (n_test=0): nothing to read
+        return torch.empty((0, 3, size, size), dtype=torch.uint8), []
     path = None
     if cache_dir is not None:
         settings = getattr(source, "settings", dict)()
