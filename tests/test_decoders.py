@@ -107,9 +107,9 @@ def test_doubly_stochastic_penalty_by_hand():
     weights = torch.tensor([[[0.5, 0.5, 0.0], [0.2, 0.8, 0.0], [0.9, 0.1, 0.0]]])  # (1, T=3, S=3)
     target_mask = torch.tensor([[True, True, False]])  # the third step is padding
     source_mask = torch.tensor([[True, True, False]])  # the third position is padding
-    # totals over real steps: 0.7 and 1.3 -> deficits 0.09 and 0.09, averaged over 2 real positions
+    # totals over real steps: 0.7 and 1.3 -> deficits 0.09 and 0.09, summed over the 2 real positions
     penalty = decoder.attention_penalty(weights, target_mask, source_mask)
-    torch.testing.assert_close(penalty, torch.tensor(2.0 * 0.09))
+    torch.testing.assert_close(penalty, torch.tensor(2.0 * 0.18))
     assert make("bahdanau-gru").attention_penalty(weights, target_mask, source_mask).item() == 0.0
 
 

@@ -41,3 +41,32 @@ def test_seq2seq_overfits_a_batch_of_dates(tmp_path):
     assert loss.item() < 0.02
     hypotheses, _ = model.generate(batch, instantiate(cfg.model.val_search))
     assert hypotheses == batch["references"]
+
+
+def test_captioner_overfits_a_few_shapes_images(tmp_path):
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+        cfg = compose(
+            config_name="train",
+            overrides=[
+                "task=caption", "data=shapes", "data.source.n_train=64", "data.source.n_val=8",
+                "data.source.n_test=8", "encoder.dropout=0.0", "decoder.dropout=0.0",
+            ],
+        )
+    cfg = resolve_paths(cfg)
+    cfg.paths.cache_dir = str(tmp_path)
+    torch.manual_seed(0)
+    datamodule = build_datamodule(cfg)
+    datamodule.setup("fit")
+    model = build_model(cfg, datamodule)
+    batch = datamodule.example_batch(8, split="train")
+    optimizer = instantiate(cfg.optim.optimizer)(model.parameters(), lr=3e-3)
+    model.train()
+    for _ in range(150):
+        loss = model.teacher_forced_loss(batch)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    model.eval()
+    hypotheses, result = model.generate(batch, instantiate(cfg.model.val_search))
+    assert hypotheses == [references[0] for references in batch["references"]]  # exact captions
+    assert result.grid == (8, 8) and result.weights.shape[-1] == 64
