@@ -77,7 +77,7 @@ def test_every_option_of_each_group_composes(group):
 
 def test_debug_fast_is_small_and_keeps_no_checkpoint():
     cfg = compose_train(["debug=fast"])
-    assert cfg.callbacks.model_checkpoint is None
+    assert cfg.callbacks.model_checkpoint is None and cfg.callbacks.last_checkpoint is None
     assert cfg.trainer.max_steps <= 10
 
 

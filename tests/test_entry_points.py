@@ -114,3 +114,15 @@ def test_hparams_grid_sweep_runs_every_combination_in_its_own_folder(tmp_path):
         config = OmegaConf.load(job / "config_resolved.yaml")
         settings.add((config.optim.optimizer.lr, config.encoder.dropout))
     assert settings == {(lr, dropout) for lr in (0.001, 0.004) for dropout in (0.2, 0.3)}
+
+
+def test_last_checkpoint_is_the_last_epoch_even_when_the_best_is_earlier(tmp_path):
+    import torch
+
+    # "max" of a falling loss keeps the first epoch as best; last.ckpt must still follow the run
+    run("train.py", *TINY_DATES, "trainer.max_epochs=3", "trainer.limit_train_batches=2", "monitor.metric=val/loss",
+        "monitor.mode=max", f"hydra.run.dir={tmp_path}")
+    best, last = (torch.load(tmp_path / "checkpoints" / f"{name}.ckpt", map_location="cpu", weights_only=False)
+                  for name in ("best", "last"))
+    assert best["epoch"] == 0
+    assert last["epoch"] == 2 and last["global_step"] == 6
