@@ -11,62 +11,54 @@ from tests.conftest import ROOT
 from tests.test_config import resolve_paths
 
 
-def test_seq2seq_overfits_a_batch_of_dates(tmp_path):
+def overfit_one_batch(overrides: list[str], tmp_path, steps: int, size: int = 16):
+    """A model and its config trained ``steps`` times on the first ``size`` training examples."""
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
-        cfg = compose(
-            config_name="train",
-            overrides=[
-                "data=dates", "data.source.n_train=500", "data.source.n_val=16", "data.source.n_test=16",
-                "encoder.embedding_dim=32", "encoder.hidden_size=64", "encoder.dropout=0.0",
-                "decoder.embedding_dim=32", "decoder.hidden_size=128", "decoder.dropout=0.0",
-                "model.label_smoothing=0.0",
-            ],
-        )
+        cfg = compose(config_name="train", overrides=overrides)
     cfg = resolve_paths(cfg)
     cfg.paths.cache_dir = str(tmp_path)
     torch.manual_seed(0)
     datamodule = build_datamodule(cfg)
     datamodule.setup("fit")
     model = build_model(cfg, datamodule)
-    batch = datamodule.example_batch(16, split="train")
+    batch = datamodule.example_batch(size, split="train")
     optimizer = instantiate(cfg.optim.optimizer)(model.parameters(), lr=3e-3)
     model.train()
-    for _ in range(250):
-        logits, _ = model(batch)
-        loss = model.loss(logits, batch["tgt"][:, 1:])
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-    model.eval()
-    assert loss.item() < 0.02
-    hypotheses, _ = model.generate(batch, instantiate(cfg.model.val_search))
-    assert hypotheses == batch["references"]
-
-
-def test_captioner_overfits_a_few_shapes_images(tmp_path):
-    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
-        cfg = compose(
-            config_name="train",
-            overrides=[
-                "task=caption", "data=shapes", "data.source.n_train=64", "data.source.n_val=8",
-                "data.source.n_test=8", "encoder.dropout=0.0", "decoder.dropout=0.0",
-            ],
-        )
-    cfg = resolve_paths(cfg)
-    cfg.paths.cache_dir = str(tmp_path)
-    torch.manual_seed(0)
-    datamodule = build_datamodule(cfg)
-    datamodule.setup("fit")
-    model = build_model(cfg, datamodule)
-    batch = datamodule.example_batch(8, split="train")
-    optimizer = instantiate(cfg.optim.optimizer)(model.parameters(), lr=3e-3)
-    model.train()
-    for _ in range(150):
+    for _ in range(steps):
         loss = model.teacher_forced_loss(batch)
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
     model.eval()
+    return cfg, model, batch, loss.item()
+
+
+def test_seq2seq_overfits_a_batch_of_dates(tmp_path):
+    cfg, model, batch, loss = overfit_one_batch(
+        [
+            "data=dates", "data.source.n_train=500", "data.source.n_val=16", "data.source.n_test=16",
+            "encoder.embedding_dim=32", "encoder.hidden_size=64", "encoder.dropout=0.0",
+            "decoder.embedding_dim=32", "decoder.hidden_size=128", "decoder.dropout=0.0",
+            "model.label_smoothing=0.0",
+        ],
+        tmp_path,
+        steps=250,
+    )
+    assert loss < 0.02
+    hypotheses, _ = model.generate(batch, instantiate(cfg.model.val_search))
+    assert hypotheses == batch["references"]
+
+
+def test_captioner_overfits_a_few_shapes_images(tmp_path):
+    cfg, model, batch, _ = overfit_one_batch(
+        [
+            "task=caption", "data=shapes", "data.source.n_train=64", "data.source.n_val=8",
+            "data.source.n_test=8", "encoder.dropout=0.0", "decoder.dropout=0.0",
+        ],
+        tmp_path,
+        steps=150,
+        size=8,
+    )
     hypotheses, result = model.generate(batch, instantiate(cfg.model.val_search))
     assert hypotheses == [references[0] for references in batch["references"]]  # exact captions
     assert result.grid == (8, 8) and result.weights.shape[-1] == 64
