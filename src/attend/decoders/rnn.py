@@ -18,7 +18,9 @@ class RNNDecoder(nn.Module):
     """An attention RNN decoder; subclasses write ``_step_features`` (one flow of DESIGN.md).
 
     State is returned, never kept: ``{"hidden": (B, L, H)[, "cell": (B, L, H)], "attention": {...}}``,
-    batch first so that search can reorder it with one generic ``index_select``.
+    batch first so that search can reorder it with one generic ``index_select``. Show, Attend and
+    Tell's options (Xu et al. 2015) are shared by both flows: ``context_gate`` (beta on the
+    context), the LSTM cell bridged from the memory, and ``doubly_stochastic`` (``attention_penalty``).
     """
 
     def __init__(
@@ -60,7 +62,9 @@ class RNNDecoder(nn.Module):
         )
         self.bridge = nn.Linear(memory_dim, num_layers * hidden_size) if init_state == "bridge" else None
         # Show, Attend and Tell (Xu et al. 2015): c_0 from the memory too, sec. 3.1.2
-        self.cell_bridge = nn.Linear(memory_dim, num_layers * hidden_size) if self.bridge and self.is_lstm else None
+        self.cell_bridge = (
+            nn.Linear(memory_dim, num_layers * hidden_size) if self.bridge is not None and self.is_lstm else None
+        )
         # Xu et al. 2015 sec. 4.2.1: beta_t = sigmoid(f_beta(h_{t-1})) scales the context
         self.context_gate = nn.Linear(hidden_size, 1) if context_gate else None
         self.doubly_stochastic = doubly_stochastic
