@@ -7,6 +7,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
 
@@ -38,9 +40,6 @@ def image_attention(
     As in Xu et al. 2015, fig. 2-3: each map is scaled to its own maximum, bright where the word
     attends and dimmed elsewhere; the panel title gives the word and its largest cell weight.
     """
-    import torch
-    import torch.nn.functional as F
-
     image = np.asarray(image, dtype=np.float32) / (255.0 if np.asarray(image).dtype == np.uint8 else 1.0)
     height, width = image.shape[:2]
     maps = torch.as_tensor(np.asarray(weights, dtype=np.float32)[: len(output)]).unsqueeze(1)  # (T, 1, h, w)

@@ -71,7 +71,9 @@ class CaptionDataModule(L.LightningDataModule):
 
     # data ------------------------------------------------------------------------------------
     def prepare_data(self) -> None:
-        """Read and cache every split's images once (local rank 0)."""
+        """Read and cache every split's images once (local rank 0); without a cache ``setup`` reads them."""
+        if self.cache_dir is None:
+            return  # reading here too would read every image twice
         for records in self.source.splits().values():
             load_pixels(self.source, records, self.image_size, self.cache_dir)
 

@@ -9,7 +9,7 @@ import torch
 from torch import Tensor
 from torch.utils.data import Dataset
 
-from attend.data.dataset import Ragged, _pad
+from attend.data.dataset import Ragged, target_fields
 from attend.data.images import SceneObject
 
 
@@ -65,15 +65,9 @@ class CaptionCollate:
         self.eos_id = eos_id
 
     def __call__(self, examples: list[dict[str, Any]]) -> dict[str, Any]:
-        tgt = [[self.bos_id, *e["tgt"], self.eos_id] for e in examples]
         return {
             "src": torch.stack([e["image"] for e in examples]),  # (B, 3, H, W)
-            "tgt": _pad(tgt, self.pad_id),  # (B, T)
-            "tgt_lengths": torch.tensor([len(t) for t in tgt], dtype=torch.long),  # (B,)
-            "ids": torch.tensor([e["id"] for e in examples], dtype=torch.long),  # (B,)
-            "sources": [e["source"] for e in examples],
-            "references": [e["reference"] for e in examples],  # list of captions per image
+            **target_fields(examples, self.pad_id, self.bos_id, self.eos_id),  # references: lists of captions
             # named objects of each scene (data=shapes) as plain dicts, which Lightning moves between devices as is
             "objects": [[{"kind": o.kind, "box": o.box} for o in e["objects"]] for e in examples],
-            "num_target_tokens": sum(len(t) - 1 for t in tgt),
         }

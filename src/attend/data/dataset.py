@@ -81,17 +81,24 @@ class TranslationCollate:
 
     def __call__(self, examples: list[dict[str, Any]]) -> dict[str, Any]:
         src = [e["src"] for e in examples]
-        tgt = [[self.bos_id, *e["tgt"], self.eos_id] for e in examples]
         return {
             "src": _pad(src, self.pad_id),  # (B, S)
             "src_lengths": torch.tensor([len(s) for s in src], dtype=torch.long),  # (B,)
-            "tgt": _pad(tgt, self.pad_id),  # (B, T)
-            "tgt_lengths": torch.tensor([len(t) for t in tgt], dtype=torch.long),  # (B,)
-            "ids": torch.tensor([e["id"] for e in examples], dtype=torch.long),  # (B,)
-            "sources": [e["source"] for e in examples],
-            "references": [e["reference"] for e in examples],
-            "num_target_tokens": sum(len(t) - 1 for t in tgt),  # predicted tokens (eos, not bos)
+            **target_fields(examples, self.pad_id, self.bos_id, self.eos_id),
         }
+
+
+def target_fields(examples: list[dict[str, Any]], pad_id: int, bos_id: int, eos_id: int) -> dict[str, Any]:
+    """What every task's batch holds of its targets: ``tgt`` = bos + ids + eos padded, lengths, ids, texts."""
+    tgt = [[bos_id, *e["tgt"], eos_id] for e in examples]
+    return {
+        "tgt": _pad(tgt, pad_id),  # (B, T)
+        "tgt_lengths": torch.tensor([len(t) for t in tgt], dtype=torch.long),  # (B,)
+        "ids": torch.tensor([e["id"] for e in examples], dtype=torch.long),  # (B,)
+        "sources": [e["source"] for e in examples],
+        "references": [e["reference"] for e in examples],
+        "num_target_tokens": sum(len(t) - 1 for t in tgt),  # predicted tokens (eos, not bos)
+    }
 
 
 def _pad(sequences: list[list[int]], pad_id: int) -> torch.Tensor:
