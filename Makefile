@@ -4,7 +4,7 @@ PYTHON ?= python3
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.attend-installed
 # Debian packages the embedded data sets are built from
-DEB_PACKAGES := trans-de-en tuxpaint-stamps-default fonts-noto-color-emoji
+DEB_PACKAGES := trans-de-en tuxpaint-stamps-default fonts-noto-color-emoji espeak-ng
 
 .PHONY: install debs train test lint clean
 

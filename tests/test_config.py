@@ -41,7 +41,7 @@ COMBINATIONS = list(
 
 
 # what each modality's encoders get from the data module (DataModule.encoder_kwargs())
-ENCODER_KWARGS = {"text": {"vocab_size": 50, "pad_id": 0}, "image": {}}
+ENCODER_KWARGS = {"text": {"vocab_size": 50, "pad_id": 0}, "image": {}, "audio": {"input_dim": 80}}
 
 
 @pytest.mark.parametrize("task,attention,decoder,encoder", COMBINATIONS)

@@ -76,6 +76,8 @@ def draw_attention(
         weights = result.weights[i, :length].float().cpu().numpy()  # (T, S)
         if result.grid is not None:
             weights = weights.reshape(length, *result.grid)  # (T, h, w)
+        elif result.source_lengths is not None:
+            weights = weights[:, : int(result.source_lengths[i])]  # (T, S_i): no padding columns
         fig = plot(weights, datamodule.plot_source(batch, i), output, title=f"{name} example {i}")
         path = folder / f"{stem}_{first + i}.png"
         fig.savefig(path, format="png")

@@ -23,7 +23,8 @@ class Seq2Seq(L.LightningModule):
     ``tokenizers`` maps "target" (and "source" for text sources) to tokenizer objects; their
     states and the run's resolved config are saved in every checkpoint, so evaluation rebuilds
     both without training data. Metrics are text metrics, ``update(hypotheses, references)``, or
-    ``AttentionMetric``s that read the search's attention weights and the batch.
+    ``AttentionMetric``s that read the search's attention weights and the batch. With ``ctc_weight``
+    lambda > 0 the objective is (1 - lambda) * attention loss + lambda * CTC loss of the encoder output.
     """
 
     def __init__(
@@ -37,6 +38,7 @@ class Seq2Seq(L.LightningModule):
         metrics: dict[str, Metric],
         scheduler: Callable | None = None,
         label_smoothing: float = 0.1,
+        ctc_weight: float = 0.0,
         run_config: dict | None = None,
     ) -> None:
         super().__init__()
@@ -49,6 +51,11 @@ class Seq2Seq(L.LightningModule):
         self.val_search = val_search
         self.test_search = test_search
         self.label_smoothing = label_smoothing
+        if not 0.0 <= ctc_weight <= 1.0:
+            raise ValueError(f"model.ctc_weight is a mixing weight in [0, 1], got {ctc_weight}")
+        self.ctc_weight = ctc_weight
+        # hybrid CTC/attention (Watanabe et al. 2017, ESPnet): a CTC output layer on the encoder, blank = pad id
+        self.ctc_head = nn.Linear(encoder.output_dim, self.target_tokenizer.vocab_size) if ctc_weight > 0 else None
         self.run_config = run_config or {}
         self.val_metrics = nn.ModuleDict({name: metric.clone() for name, metric in metrics.items()})
         self.test_metrics = nn.ModuleDict({name: metric.clone() for name, metric in metrics.items()})
@@ -81,27 +88,53 @@ class Seq2Seq(L.LightningModule):
         return [tok.decode(ids) for ids in result.sequences()], result
 
     # -- steps ----------------------------------------------------------------------------
-    def teacher_forced_losses(self, batch: dict) -> tuple[Tensor, Tensor]:
-        """(cross-entropy, attention penalty) of predicting tgt[1:] from tgt[:-1] and the source."""
+    def teacher_forced_losses(self, batch: dict) -> dict[str, Tensor]:
+        """The parts of the objective: ``cross_entropy`` of predicting tgt[1:] from tgt[:-1] and the
+        source, ``attention_penalty`` (decoders with ``doubly_stochastic``), ``ctc`` (with ``ctc_weight``)."""
         memory = self.encode(batch)
         tgt_out = batch["tgt"][:, 1:]
         logits, weights = self.decoder(batch["tgt"][:, :-1], memory)  # (B, T, V), (B, T, S)
-        target_mask = tgt_out != self.target_tokenizer.pad_id  # (B, T)
-        penalty = self.decoder.attention_penalty(weights, target_mask, memory.mask)
-        return self.loss(logits, tgt_out), penalty
+        losses = {"cross_entropy": self.loss(logits, tgt_out)}
+        if getattr(self.decoder, "doubly_stochastic", 0.0):
+            target_mask = tgt_out != self.target_tokenizer.pad_id  # (B, T)
+            losses["attention_penalty"] = self.decoder.attention_penalty(weights, target_mask, memory.mask)
+        if self.ctc_head is not None:
+            losses["ctc"] = self.ctc_loss(memory, batch["tgt"])
+        return losses
+
+    def ctc_loss(self, memory, tgt: Tensor) -> Tensor:
+        """CTC loss of the target ids (without bos/eos) given the encoder's frames, per target token."""
+        tok = self.target_tokenizer
+        log_probs = torch.log_softmax(self.ctc_head(memory.values).float(), dim=-1)  # (B, S, V)
+        labels = (tgt != tok.pad_id) & (tgt != tok.bos_id) & (tgt != tok.eos_id)  # (B, T)
+        return F.ctc_loss(
+            log_probs.transpose(0, 1),  # (S, B, V)
+            tgt[labels],  # the labels of all rows, concatenated
+            memory.lengths,
+            labels.sum(dim=1),
+            blank=tok.pad_id,
+            zero_infinity=True,  # a target longer than its frames gives no gradient instead of inf
+        )
+
+    def objective(self, losses: dict[str, Tensor]) -> Tensor:
+        """The training loss from its parts."""
+        attention_loss = losses["cross_entropy"] + losses.get("attention_penalty", 0.0)
+        if "ctc" not in losses:
+            return attention_loss
+        return (1.0 - self.ctc_weight) * attention_loss + self.ctc_weight * losses["ctc"]
 
     def teacher_forced_loss(self, batch: dict) -> Tensor:
-        """The training objective of a batch: cross-entropy plus the decoder's attention penalty."""
-        cross_entropy, penalty = self.teacher_forced_losses(batch)
-        return cross_entropy + penalty
+        """The training objective of a batch."""
+        return self.objective(self.teacher_forced_losses(batch))
 
     def _shared_step(self, batch: dict, stage: str) -> Tensor:
-        cross_entropy, penalty = self.teacher_forced_losses(batch)
-        loss = cross_entropy + penalty
+        losses = self.teacher_forced_losses(batch)
+        loss = self.objective(losses)
         batch_size = batch["tgt"].size(0)
         self.log(f"{stage}/loss", loss, prog_bar=True, batch_size=batch_size, sync_dist=stage != "train")
-        if getattr(self.decoder, "doubly_stochastic", 0.0):
-            self.log(f"{stage}/attention_penalty", penalty, batch_size=batch_size, sync_dist=stage != "train")
+        for name, value in losses.items():
+            if name != "cross_entropy":
+                self.log(f"{stage}/{name}", value, batch_size=batch_size, sync_dist=stage != "train")
         if stage == "train":
             return loss
         search = self.val_search if stage == "val" else self.test_search

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import matplotlib
 
 matplotlib.use("Agg")
@@ -10,6 +12,18 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
+
+
+@dataclass(frozen=True)
+class Spectrogram:
+    """What speech plots show of a source: log-mel features (n_mels, frames) and the hop in seconds."""
+
+    features: np.ndarray
+    hop_seconds: float
+
+    @property
+    def seconds(self) -> float:
+        return self.features.shape[1] * self.hop_seconds
 
 
 def text_heatmap(
@@ -59,6 +73,38 @@ def image_attention(
         ax.imshow(heat, cmap="magma", alpha=0.35, vmin=0.0, vmax=1.0)
         ax.set_title(f"{word}  ({float(maps[t].max()):.2f})", fontsize=9)
     fig.tight_layout()
+    return fig
+
+
+def spectrogram_alignment(
+    weights: np.ndarray, source: Spectrogram, output: list[str], title: str = "", row_height: float = 0.16
+) -> Figure:
+    """The log-mel spectrogram above the alignment of output tokens (rows) x encoder frames, on one time axis.
+
+    weights (T, S) cover the S valid encoder frames, which span the whole utterance (each frame
+    stands for the subsampling factor's worth of feature frames), so both panels share seconds on x.
+    """
+    weights = np.asarray(weights, dtype=np.float32)[: len(output)]
+    seconds = source.seconds
+    width = float(np.clip(2.0 + 2.5 * seconds, 6.0, 24.0))
+    heights = [1.6, max(1.2, row_height * len(output))]
+    fig, (top, bottom) = plt.subplots(
+        2, 1, sharex=True, figsize=(width, sum(heights) + 1.0), dpi=100, gridspec_kw={"height_ratios": heights},
+        layout="constrained",
+    )
+    mel_bins = source.features.shape[0]
+    top.imshow(source.features, origin="lower", aspect="auto", cmap="magma", extent=(0.0, seconds, 0, mel_bins))
+    top.set_ylabel("mel bin")
+    if title:
+        top.set_title(title, fontsize=9)
+    image = bottom.imshow(
+        weights, cmap="viridis", vmin=0.0, vmax=1.0, aspect="auto", interpolation="nearest",
+        extent=(0.0, seconds, len(output) - 0.5, -0.5),
+    )
+    bottom.set_yticks(range(len(output)), labels=output, fontsize=7)
+    bottom.set_xlabel("time (s)")
+    bottom.set_ylabel("output")
+    fig.colorbar(image, ax=[top, bottom], fraction=0.03, pad=0.01)
     return fig
 
 

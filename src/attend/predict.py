@@ -1,4 +1,4 @@
-"""predict(cfg): decode inputs (sentences, or image files for captioning) given on the command line or in a file."""
+"""predict(cfg): decode inputs (sentences, image files, audio files) from the command line or a file."""
 
 from __future__ import annotations
 
@@ -10,13 +10,14 @@ from omegaconf import DictConfig
 from attend.builder import ConfigError, check_config
 from attend.callbacks import draw_attention
 from attend.checkpoint import load_checkpoint, restore
+from attend.data.audio import AudioReadError
 from attend.data.images import ImageReadError
 from attend.evaluate import search_overrides
 from attend.plots import close_figure
 
 
 def read_inputs(cfg: DictConfig) -> list[str]:
-    """Sentences or image paths from ``inputs`` (a list) or ``input_file`` (one a line, blank lines skipped)."""
+    """Sentences, image or audio paths from ``inputs`` (a list) or ``input_file`` (one a line, blank lines skipped)."""
     inputs = list(cfg.get("inputs") or [])
     if cfg.get("input_file"):
         path = Path(cfg.input_file)
@@ -25,7 +26,7 @@ def read_inputs(cfg: DictConfig) -> list[str]:
         inputs += [line.strip() for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
     if not inputs:
         raise ConfigError(
-            "nothing to decode: pass inputs='[Guten Morgen.]' (an image path for captioning) "
+            "nothing to decode: pass inputs='[Guten Morgen.]' (an image path for captioning, an audio file for speech) "
             "or input_file=path/to/file.txt"
         )
     return inputs
@@ -40,7 +41,7 @@ def predict(cfg: DictConfig) -> list[str]:
     for start in range(0, len(sources), cfg.batch_size):
         try:
             batch = datamodule.batch_from_sources(sources[start : start + cfg.batch_size])
-        except ImageReadError as error:
+        except (ImageReadError, AudioReadError) as error:
             raise ConfigError(f"cannot read an input: {error}") from error
         hypotheses, _ = model.generate(batch, model.test_search)
         outputs += hypotheses

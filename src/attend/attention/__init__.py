@@ -5,6 +5,7 @@ from attend.attention.base import Attention, AttentionOutput, mask_value, masked
 from attend.attention.cosine import CosineAttention
 from attend.attention.dot import DotAttention
 from attend.attention.general import GeneralAttention
+from attend.attention.location import LocationAttention
 from attend.attention.multihead import MultiHeadAttention
 from attend.attention.scaled_dot import ScaledDotAttention
 
@@ -15,6 +16,7 @@ __all__ = [
     "CosineAttention",
     "DotAttention",
     "GeneralAttention",
+    "LocationAttention",
     "MultiHeadAttention",
     "ScaledDotAttention",
     "masked_softmax",

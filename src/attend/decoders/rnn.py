@@ -21,6 +21,7 @@ class RNNDecoder(nn.Module):
     batch first so that search can reorder it with one generic ``index_select``. Show, Attend and
     Tell's options (Xu et al. 2015) are shared by both flows: ``context_gate`` (beta on the
     context), the LSTM cell bridged from the memory, and ``doubly_stochastic`` (``attention_penalty``).
+    ``sampling_probability`` is the sampling of Listen, Attend and Spell (Chan et al. 2016, sec. 3.3).
     """
 
     def __init__(
@@ -39,10 +40,13 @@ class RNNDecoder(nn.Module):
         init_state: str = "bridge",
         context_gate: bool = False,
         doubly_stochastic: float = 0.0,
+        sampling_probability: float = 0.0,
     ) -> None:
         super().__init__()
         if rnn_type not in RNN_TYPES:
             raise ValueError(f"decoder.rnn_type must be one of {sorted(RNN_TYPES)}, got {rnn_type!r}")
+        if not 0.0 <= sampling_probability <= 1.0:
+            raise ValueError(f"decoder.sampling_probability must be in [0, 1], got {sampling_probability}")
         if init_state not in ("bridge", "zeros"):
             raise ValueError(f"decoder.init_state must be 'bridge' or 'zeros', got {init_state!r}")
         self.vocab_size = vocab_size
@@ -68,6 +72,7 @@ class RNNDecoder(nn.Module):
         # Xu et al. 2015 sec. 4.2.1: beta_t = sigmoid(f_beta(h_{t-1})) scales the context
         self.context_gate = nn.Linear(hidden_size, 1) if context_gate else None
         self.doubly_stochastic = doubly_stochastic
+        self.sampling_probability = sampling_probability
         self.output_layer = nn.Linear(self.output_dim, vocab_size)
         if tie_embeddings:
             if self.output_dim != embedding_dim:
@@ -114,8 +119,27 @@ class RNNDecoder(nn.Module):
         """Teacher forcing: tgt_in (B, T) -> logits (B, T, V), weights (B, T, S)."""
         if memory.keys is None:
             memory = self.prepare(memory)
+        if self.training and self.sampling_probability > 0:
+            return self.sampled_forward(tgt_in, memory)
         features, weights = self.features(tgt_in, memory)  # (B, T, O), (B, T, S)
         return self.output_layer(features), weights  # the big projection runs once, not per step
+
+    def sampled_forward(self, tgt_in: Tensor, memory: Memory) -> tuple[Tensor, Tensor]:
+        """Teacher forcing where each input after the first is, with ``sampling_probability``, a token
+        sampled from the previous step's output distribution instead of the reference (Chan et al.
+        2016, sec. 3.3; Bengio et al. 2015): the decoder learns to continue after its own mistakes."""
+        state = self.init_state(memory)
+        logits, weights = [], []
+        prev = tgt_in[:, 0]  # (B,) bos
+        for t in range(tgt_in.size(1)):
+            if t > 0:
+                sampled = torch.multinomial(torch.softmax(logits[-1].detach().float(), dim=-1), 1).squeeze(1)
+                use_sample = torch.rand(prev.shape, device=prev.device) < self.sampling_probability
+                prev = torch.where(use_sample, sampled, tgt_in[:, t])  # (B,)
+            step_logits, step_weights, state = self.step(prev, memory, state)  # (B, V), (B, S)
+            logits.append(step_logits)
+            weights.append(step_weights)
+        return torch.stack(logits, dim=1), torch.stack(weights, dim=1)  # (B, T, V), (B, T, S)
 
     def features(self, tgt_in: Tensor, memory: Memory) -> tuple[Tensor, Tensor]:
         """Pre-output features of every step (B, T, O) and weights (B, T, S); default: a step loop."""

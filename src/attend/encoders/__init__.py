@@ -1,7 +1,8 @@
 """Encoders: each turns a batch's source into a Memory."""
 
+from attend.encoders.audio import AudioEncoder
 from attend.encoders.image_cnn import CNNEncoder
 from attend.encoders.resnet import ResNetEncoder, WeightsError
 from attend.encoders.text import TextEncoder
 
-__all__ = ["CNNEncoder", "ResNetEncoder", "TextEncoder", "WeightsError"]
+__all__ = ["AudioEncoder", "CNNEncoder", "ResNetEncoder", "TextEncoder", "WeightsError"]

@@ -35,7 +35,8 @@ class BeamSearch:
         k = self.beam_size
         memory = decoder.prepare(memory)  # keys once per source, then tiled
         batch, device = memory.values.size(0), memory.values.device
-        limits = max_lengths(memory.lengths, self.max_len_a, self.max_len_b)  # (B,)
+        source_lengths = memory.lengths  # (B,)
+        limits = max_lengths(source_lengths, self.max_len_a, self.max_len_b)  # (B,)
         memory = memory.repeat_interleave(k)  # (B*K, ...)
         state = decoder.init_state(memory)
         scores = torch.full((batch, k), -torch.inf, device=device)
@@ -62,7 +63,9 @@ class BeamSearch:
             scores, prev = top_scores, token.view(-1)
             if bool(finished.all()):
                 break
-        return self._best(history, history_weights, scores, pad_id, eos_id, memory.grid)
+        result = self._best(history, history_weights, scores, pad_id, eos_id, memory.grid)
+        result.source_lengths = source_lengths
+        return result
 
     @staticmethod
     def _constrain(logp: Tensor, finished: Tensor, at_limit: Tensor, eos_id: int, pad_id: int) -> Tensor:

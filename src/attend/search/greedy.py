@@ -49,4 +49,5 @@ class GreedySearch:
             scores=scores,
             eos_id=eos_id,
             grid=memory.grid,
+            source_lengths=memory.lengths,
         )

@@ -16,6 +16,7 @@ class SearchResult:
     scores: Tensor  # (B,) log-probability (length-normalised for beam search)
     eos_id: int
     grid: tuple[int, int] | None = None  # the memory's (H, W) when it is an image grid (S == H*W)
+    source_lengths: Tensor | None = None  # (B,) valid memory positions of each row (plots trim padding)
 
     def sequences(self) -> list[list[int]]:
         """Output ids of each sentence, without the end token."""

@@ -1,0 +1,83 @@
+"""LibriSpeech in its original layout: ROOT/SUBSET/SPEAKER/CHAPTER/ with FLAC files and a transcript per chapter."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+from attend.data.audio.record import SpeechDataError, Utterance, normalize_transcript
+
+HOW_TO_GET = (
+    "download the subsets from https://www.openslr.org/12 (e.g. train-clean-100.tar.gz, dev-clean.tar.gz, "
+    "test-clean.tar.gz), extract them into one folder (they unpack into LibriSpeech/SUBSET) and pass "
+    "data.source.root=.../LibriSpeech"
+)
+
+
+class LibriSpeech:
+    """One utterance per transcript line; the subsets of each split are concatenated.
+
+    Lines of ``SPEAKER-CHAPTER.trans.txt`` read ``SPEAKER-CHAPTER-UTT TRANSCRIPT``. A malformed line or
+    a line whose FLAC file is missing raises SpeechDataError naming file:line (a damaged extraction is
+    fixed, not silently shrunk).
+    """
+
+    def __init__(
+        self,
+        root: str | os.PathLike,
+        train: Sequence[str] = ("train-clean-100",),
+        val: Sequence[str] = ("dev-clean",),
+        test: Sequence[str] = ("test-clean",),
+    ) -> None:
+        self.root = Path(root)
+        self.subsets = {"train": list(train), "val": list(val), "test": list(test)}  # plain lists: Hydra's ListConfig
+
+    def settings(self) -> dict:
+        """The constructor arguments."""
+        return {"root": str(self.root), **self.subsets}
+
+    def splits(self) -> dict[str, list[Utterance]]:
+        """{"train", "val", "test"} -> utterances of the split's subsets, in file order."""
+        return {
+            split: [u for subset in subsets for u in self.subset(subset)] for split, subsets in self.subsets.items()
+        }
+
+    def subset(self, name: str) -> list[Utterance]:
+        """Every utterance of one subset folder (e.g. "dev-clean"), sorted by speaker, chapter and line."""
+        folder = self.root / name
+        if not folder.is_dir():
+            nested = self.root / "LibriSpeech" / name
+            hint = f"; {nested} exists: set data.source.root={self.root / 'LibriSpeech'}" if nested.is_dir() else ""
+            raise SpeechDataError(f"LibriSpeech subset folder {folder} does not exist{hint}. To get it, {HOW_TO_GET}")
+        transcripts = sorted(folder.glob("*/*/*.trans.txt"))
+        if not transcripts:
+            raise SpeechDataError(
+                f"LibriSpeech subset folder {folder} holds no SPEAKER/CHAPTER/SPEAKER-CHAPTER.trans.txt files: "
+                f"the extraction looks incomplete; {HOW_TO_GET}"
+            )
+        return [u for path in transcripts for u in read_transcript(path)]
+
+
+def read_transcript(path: Path) -> list[Utterance]:
+    """The utterances of one ``SPEAKER-CHAPTER.trans.txt``; blank lines are skipped."""
+    chapter_id = path.name.removesuffix(".trans.txt")
+    speaker = chapter_id.split("-")[0]
+    utterances = []
+    with open(path, encoding="utf-8") as f:
+        for line_no, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            key, _, text = line.strip().partition(" ")
+            if not key.startswith(f"{chapter_id}-") or not text.strip():
+                raise SpeechDataError(
+                    f"{path}:{line_no}: expected `{chapter_id}-UTT TRANSCRIPT`, got {line.strip()[:80]!r}; "
+                    "fix the line or re-extract the subset"
+                )
+            flac = path.parent / f"{key}.flac"
+            if not flac.is_file():
+                raise SpeechDataError(
+                    f"{path}:{line_no}: audio {flac} is missing; re-extract the subset or delete this line"
+                )
+            utterances.append(Utterance(key=key, path=str(flac), text=normalize_transcript(text), speaker=speaker))
+    return utterances

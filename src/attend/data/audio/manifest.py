@@ -1,0 +1,71 @@
+"""NeMo-style JSON-lines manifests: one {"audio_filepath", "text", "duration"} object per line."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from attend.data.audio.record import SpeechDataError, Utterance, normalize_transcript
+
+LINE_FORMAT = '{"audio_filepath": "a/b.wav", "text": "the transcript", "duration": 3.2}'
+
+
+class JsonlManifest:
+    """One manifest file per split; relative audio paths are relative to the manifest's folder.
+
+    Blank lines are skipped; an optional "speaker" string is kept. A missing audio file fails
+    when it is read (AudioReadError), not here.
+    """
+
+    def __init__(self, train: str | os.PathLike, val: str | os.PathLike, test: str | os.PathLike) -> None:
+        self.files = {"train": Path(train), "val": Path(val), "test": Path(test)}
+
+    def settings(self) -> dict:
+        """The constructor arguments."""
+        return {split: str(path) for split, path in self.files.items()}
+
+    def splits(self) -> dict[str, list[Utterance]]:
+        """{"train", "val", "test"} -> utterances in manifest order."""
+        return {split: read_manifest(path) for split, path in self.files.items()}
+
+
+def read_manifest(path: Path) -> list[Utterance]:
+    """The utterances of one JSON-lines manifest; keyed by audio_filepath as written."""
+    if not path.is_file():
+        raise SpeechDataError(
+            f"manifest {path} does not exist: it should hold one JSON object per line, like {LINE_FORMAT}; "
+            "set data.source.train / val / test to your manifest files"
+        )
+    utterances = []
+    with open(path, encoding="utf-8") as f:
+        for line_no, line in enumerate(f, 1):
+            if line.strip():
+                utterances.append(parse_line(line, f"{path}:{line_no}", path.parent))
+    return utterances
+
+
+def parse_line(line: str, where: str, folder: Path) -> Utterance:
+    """One manifest line as an Utterance; ``where`` ("file:line") names it in errors."""
+    try:
+        entry = json.loads(line)
+    except json.JSONDecodeError as e:
+        raise SpeechDataError(f"{where}: not valid JSON ({e}); each line must be one object like {LINE_FORMAT}") from e
+    if not isinstance(entry, dict):
+        raise SpeechDataError(f"{where}: expected a JSON object like {LINE_FORMAT}, got {type(entry).__name__}")
+    missing = [k for k in ("audio_filepath", "text", "duration") if k not in entry]
+    if missing:
+        raise SpeechDataError(f"{where}: missing key(s) {missing}; each line needs them all, like {LINE_FORMAT}")
+    audio, text, duration = entry["audio_filepath"], entry["text"], entry["duration"]
+    if not isinstance(audio, str) or not isinstance(text, str):
+        raise SpeechDataError(f"{where}: audio_filepath and text must be strings; fix the line")
+    if isinstance(duration, bool) or not isinstance(duration, int | float) or duration < 0:
+        raise SpeechDataError(f"{where}: duration {duration!r} is not a number of seconds >= 0; fix the line")
+    speaker = entry.get("speaker", "")
+    return Utterance(
+        key=audio,
+        path=str(folder / audio),  # an absolute audio_filepath replaces the folder
+        text=normalize_transcript(text),
+        duration=float(duration),
+        speaker=str(speaker) if speaker is not None else "",
+    )

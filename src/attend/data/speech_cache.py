@@ -1,0 +1,65 @@
+"""Log-mel features of a whole split computed once and cached on disk, keyed by source and front end."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+from pathlib import Path
+
+import torch
+from torch import Tensor, nn
+
+from attend.data.audio import AudioReadError, Utterance
+from attend.data.speech_dataset import compute_features
+
+log = logging.getLogger("attend.data")
+
+FRONTEND_SETTINGS = ("sample_rate", "n_mels", "window_ms", "hop_ms", "n_fft", "normalize")
+
+
+def frontend_settings(frontend: nn.Module) -> dict:
+    """What changes the features: the front end's settings (part of the cache key)."""
+    return {name: getattr(frontend, name, None) for name in FRONTEND_SETTINGS}
+
+
+def load_features(
+    source, utterances: list[Utterance], frontend: nn.Module, cache_dir: str | None
+) -> tuple[list[Tensor], list[int]]:
+    """float16 features (frames, n_mels) of the utterances whose audio could be read, and their indices.
+
+    Unreadable audio (missing, corrupt, empty) is skipped, each named in a warning, and counted.
+    With ``cache_dir`` the result is saved under ``cache_dir/speech_features`` and read back next time.
+    """
+    if not utterances:
+        return [], []
+    path = None
+    if cache_dir is not None:
+        settings = getattr(source, "settings", dict)()
+        key_text = json.dumps(
+            [type(source).__name__, settings, frontend_settings(frontend), [u.key for u in utterances]], default=str
+        )
+        key = hashlib.sha1(key_text.encode("utf-8")).hexdigest()[:16]
+        path = Path(cache_dir) / "speech_features" / f"{type(source).__name__}-{key}.pt"
+        if path.is_file():
+            cached = torch.load(path, weights_only=True)
+            return cached["features"], cached["kept"]
+    features, kept, skipped = [], [], 0
+    for index, utterance in enumerate(utterances):
+        try:
+            features.append(compute_features(frontend, utterance.path).to(torch.float16))
+            kept.append(index)
+        except AudioReadError as error:
+            skipped += 1
+            log.warning("skipping utterance %s: %s", utterance.key, error)
+    if skipped:
+        log.warning("skipped %d of %d utterances whose audio could not be read", skipped, len(utterances))
+    if not features:
+        raise AudioReadError(f"none of the {len(utterances)} audio files of a split could be read (see the warnings)")
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial = path.with_suffix(f".{os.getpid()}.tmp")
+        torch.save({"features": features, "kept": kept}, partial)
+        partial.replace(path)  # atomic: a crash never leaves half a cache file
+    return features, kept

@@ -1,0 +1,210 @@
+"""The LightningDataModule for speech recognition: audio -> log-mel features -> Memory, transcripts -> characters."""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import Any
+
+import lightning as L
+from torch import nn
+from torch.utils.data import DataLoader
+
+from attend.data.audio import Utterance
+from attend.data.bucketing import BucketBatchSampler
+from attend.data.speech_cache import load_features
+from attend.data.speech_dataset import SpeechCollate, SpeechDataset, compute_features
+from attend.data.tokenizer import Tokenizer, tokenizer_from_state
+from attend.plots import Spectrogram
+
+log = logging.getLogger("attend.data")
+
+
+class SpeechDataModule(L.LightningDataModule):
+    """Utterances from ``source`` (``splits()``), features from ``frontend``, transcripts tokenized by
+    ``tokenizer`` (characters by default, fitted on training transcripts).
+
+    Batches hold utterances of similar duration (at most ``batch_size`` of them and at most
+    ``max_frames`` padded feature frames). Training utterances longer than ``max_duration`` seconds,
+    with an empty transcript or one over ``max_transcript_chars`` characters are dropped and logged; SpecAugment
+    (``spec_augment``, null for none) masks training features. With ``precompute`` the features of
+    every split are computed once (cached in ``cache_dir``); without, each step reads the audio.
+    Batches: ``src`` (B, N, n_mels), ``src_lengths`` (B,), ``tgt`` (B, T), ``ids``, ``sources`` (keys),
+    ``references`` (transcripts).
+    """
+
+    modality = "audio"
+
+    def __init__(
+        self,
+        source,
+        tokenizer: Tokenizer,
+        frontend: nn.Module,
+        spec_augment: nn.Module | None = None,
+        batch_size: int = 32,
+        eval_batch_size: int | None = None,
+        max_frames: int | None = None,
+        max_duration: float | None = 20.0,
+        max_transcript_chars: int = 400,
+        precompute: bool = True,
+        num_workers: int = 0,
+        seed: int = 1234,
+        cache_dir: str | os.PathLike | None = None,
+    ) -> None:
+        super().__init__()
+        self.source = source
+        self.tokenizer = tokenizer
+        self.frontend = frontend
+        self.spec_augment = spec_augment
+        self.batch_size = batch_size
+        self.eval_batch_size = eval_batch_size or batch_size
+        self.max_frames = max_frames
+        self.max_duration = max_duration
+        self.max_transcript_chars = max_transcript_chars
+        self.precompute = precompute
+        self.num_workers = num_workers
+        self.seed = seed
+        self.cache_dir = None if cache_dir is None else str(cache_dir)
+        self.loaded: dict[str, tuple] = {}  # split -> (utterances, features or None)
+        self.datasets: dict[str, SpeechDataset] = {}
+        self.dropped: dict[str, int] = {}  # training utterances dropped, by reason
+
+    # data ------------------------------------------------------------------------------------
+    def prepare_data(self) -> None:
+        """Build the corpus (espeak-ng synthesis) and cache every split's features once (local rank 0)."""
+        splits = self.source.splits()
+        if self.precompute and self.cache_dir is not None:
+            for utterances in splits.values():
+                load_features(self.source, utterances, self.frontend, self.cache_dir)
+
+    def setup(self, stage: str | None = None) -> None:
+        """Read splits and features, filter training utterances, fit the tokenizer, tokenize (idempotent)."""
+        if self.datasets:
+            return
+        self.loaded = {name: self._load(utterances) for name, utterances in self.source.splits().items()}
+        self.loaded["train"] = self._filter_train(*self.loaded["train"])
+        if not self.tokenizer.is_fitted:
+            self.tokenizer.fit([u.text for u in self.loaded["train"][0]])
+        self._encode_splits()
+        log.info(
+            "utterances: train %d, val %d, test %d; vocabulary %d",
+            len(self.datasets["train"]), len(self.datasets["val"]), len(self.datasets["test"]),
+            self.tokenizer.vocab_size,
+        )
+
+    def _load(self, utterances: list[Utterance]) -> tuple[list[Utterance], list | None]:
+        if not self.precompute:
+            return utterances, None
+        features, kept = load_features(self.source, utterances, self.frontend, self.cache_dir)
+        return [utterances[i] for i in kept], features
+
+    def _duration(self, utterance: Utterance, features) -> float:
+        if features is not None:
+            return features.size(0) * self.frontend.hop_seconds
+        return utterance.duration or 0.0
+
+    def _filter_train(self, utterances: list[Utterance], features: list | None):
+        """Drop training utterances that are too long or have no usable transcript; log what went."""
+        def reason(utterance: Utterance, feature) -> str | None:
+            if self.max_duration is not None and self._duration(utterance, feature) > self.max_duration:
+                return f"over {self.max_duration} s"
+            if not utterance.text.strip():
+                return "empty transcript"
+            if len(utterance.text) > self.max_transcript_chars:
+                return f"transcript over {self.max_transcript_chars} characters"
+            return None
+
+        keep = []
+        self.dropped = {}
+        for index, utterance in enumerate(utterances):
+            feature = None if features is None else features[index]
+            why = reason(utterance, feature)
+            if why is None:
+                keep.append(index)
+                continue
+            self.dropped[why] = self.dropped.get(why, 0) + 1
+            if sum(self.dropped.values()) <= 5:
+                log.info("dropping training utterance %s (%s)", utterance.key, why)
+        for why, count in self.dropped.items():
+            log.warning("dropped %d of %d training utterances: %s", count, len(utterances), why)
+        kept_features = None if features is None else [features[i] for i in keep]
+        return [utterances[i] for i in keep], kept_features
+
+    def _encode_splits(self) -> None:
+        for name, (utterances, features) in self.loaded.items():
+            targets = [self.tokenizer.encode(u.text) for u in utterances]
+            augment = self.spec_augment if name == "train" else None
+            self.datasets[name] = SpeechDataset(utterances, targets, self.frontend, features, augment=augment)
+
+    # loaders ---------------------------------------------------------------------------------
+    def _loader(self, split: str, train: bool) -> DataLoader:
+        if split not in self.datasets:
+            raise RuntimeError("call setup() before asking for a dataloader")
+        dataset = self.datasets[split]
+        batch_sampler = BucketBatchSampler(
+            dataset.lengths(),
+            batch_size=self.batch_size if train else self.eval_batch_size,
+            max_tokens=self.max_frames,
+            shuffle=train,
+            seed=self.seed,
+        )
+        return DataLoader(
+            dataset,
+            batch_sampler=batch_sampler,
+            collate_fn=self._collate(),
+            num_workers=self.num_workers,
+            persistent_workers=self.num_workers > 0,
+        )
+
+    def train_dataloader(self) -> DataLoader:
+        return self._loader("train", train=True)
+
+    def val_dataloader(self) -> DataLoader:
+        return self._loader("val", train=False)
+
+    def test_dataloader(self) -> DataLoader:
+        return self._loader("test", train=False)
+
+    # what the model, plots and prediction need ---------------------------------------------
+    def tokenizers(self) -> dict[str, Tokenizer]:
+        return {"target": self.tokenizer}
+
+    def encoder_kwargs(self) -> dict[str, int]:
+        return {"input_dim": self.frontend.n_mels}
+
+    def _collate(self) -> SpeechCollate:
+        return SpeechCollate(self.tokenizer.pad_id, self.tokenizer.bos_id, self.tokenizer.eos_id)
+
+    def example_batch(self, count: int, split: str = "val") -> dict[str, Any]:
+        """The first ``count`` utterances of a split as one batch (fixed examples for plots)."""
+        if split not in self.datasets:
+            raise RuntimeError("call setup() before asking for examples")
+        dataset = self.datasets[split]
+        return self._collate()([dataset[i] for i in range(min(count, len(dataset)))])
+
+    def plot_source(self, batch: dict[str, Any], index: int) -> Spectrogram:
+        """The log-mel features of one batch row, (n_mels, frames) without padding, for alignment plots."""
+        length = int(batch["src_lengths"][index])
+        features = batch["src"][index, :length].float().cpu().numpy().T  # (F, N)
+        return Spectrogram(features, self.frontend.hop_seconds)
+
+    def batch_from_sources(self, sources: list[str]) -> dict[str, Any]:
+        """A batch of audio files (transcription); raises AudioReadError naming an unreadable file."""
+        examples = [
+            {"features": compute_features(self.frontend, path), "tgt": [], "id": i, "source": path, "reference": ""}
+            for i, path in enumerate(sources)
+        ]
+        return self._collate()(examples)
+
+    # checkpoint ------------------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        """The fitted tokenizer; Lightning stores this in every checkpoint."""
+        return {"tgt_tokenizer": self.tokenizer.state_dict()} if self.tokenizer.is_fitted else {}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """Use a saved tokenizer; transcripts already tokenized with another one are tokenized again."""
+        if not state_dict or state_dict == self.state_dict():
+            return
+        self.tokenizer = tokenizer_from_state(state_dict["tgt_tokenizer"])
+        if self.loaded:
+            self._encode_splits()

@@ -1,0 +1,93 @@
+"""Utterances with tokenized transcripts, their log-mel features, and the collate function that pads them."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+from torch.utils.data import Dataset
+
+from attend.data.audio import Utterance, read_audio
+from attend.data.dataset import Ragged, target_fields
+
+
+class SpeechDataset(Dataset):
+    """One example per utterance: features (frames, n_mels), transcript ids, key and reference text.
+
+    ``features`` holds precomputed features (float16, one tensor per utterance) or is None, and
+    then every access reads the audio and runs ``frontend`` (corpora too large to keep in memory:
+    use DataLoader workers). ``augment`` (SpecAugment) draws fresh masks at every access.
+    """
+
+    def __init__(
+        self,
+        utterances: list[Utterance],
+        targets: Sequence[Sequence[int]],
+        frontend: nn.Module,
+        features: list[Tensor] | None = None,
+        augment: nn.Module | None = None,
+    ) -> None:
+        if len(utterances) != len(targets) or (features is not None and len(features) != len(utterances)):
+            raise ValueError("utterances, targets and features must have the same length")
+        self.utterances = utterances
+        self.targets = Ragged(targets)
+        self.frontend = frontend
+        self.features = features
+        self.augment = augment
+
+    def __len__(self) -> int:
+        return len(self.utterances)
+
+    def __getitem__(self, index: int) -> dict[str, Any]:
+        utterance = self.utterances[index]
+        if self.features is not None:
+            features = self.features[index].float()  # (N, F)
+        else:
+            features = compute_features(self.frontend, utterance.path)
+        if self.augment is not None:
+            features = self.augment(features)
+        return {
+            "features": features,
+            "tgt": self.targets[index],
+            "id": index,
+            "source": utterance.key,
+            "reference": utterance.text,
+        }
+
+    def lengths(self) -> Tensor:
+        """Bucketing length per example: feature frames (from the features, else from the duration)."""
+        if self.features is not None:
+            return torch.tensor([f.size(0) for f in self.features], dtype=torch.long)
+        rate = self.frontend.sample_rate
+        return torch.tensor(
+            [self.frontend.num_frames(int((u.duration or 0.0) * rate)) for u in self.utterances], dtype=torch.long
+        )
+
+
+@torch.no_grad()
+def compute_features(frontend: nn.Module, path: str) -> Tensor:
+    """Log-mel features (frames, n_mels) of one audio file, read at the front end's sample rate."""
+    return frontend(read_audio(path, frontend.sample_rate))
+
+
+class SpeechCollate:
+    """Pads features to (B, N, F) with zeros (the mean after normalisation) and targets with bos/eos."""
+
+    def __init__(self, pad_id: int, bos_id: int, eos_id: int) -> None:
+        self.pad_id = pad_id
+        self.bos_id = bos_id
+        self.eos_id = eos_id
+
+    def __call__(self, examples: list[dict[str, Any]]) -> dict[str, Any]:
+        lengths = [e["features"].size(0) for e in examples]
+        dims = examples[0]["features"].size(1)
+        src = torch.zeros(len(examples), max(lengths), dims)  # (B, N, F)
+        for row, example in enumerate(examples):
+            src[row, : lengths[row]] = example["features"]
+        return {
+            "src": src,
+            "src_lengths": torch.tensor(lengths, dtype=torch.long),  # (B,) feature frames
+            **target_fields(examples, self.pad_id, self.bos_id, self.eos_id),
+        }
