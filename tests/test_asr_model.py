@@ -117,3 +117,22 @@ def test_alignment_plot_puts_spectrogram_and_weights_on_one_time_axis(tmp_path):
     fig.savefig(tmp_path / "alignment.png")
     close_figure(fig)
     assert (tmp_path / "alignment.png").stat().st_size > 1000
+
+
+def test_monotone_alignment_counts_steps_that_do_not_go_back():
+    from attend.metrics import MonotoneAlignment
+    from attend.search import SearchResult
+
+    weights = torch.zeros(2, 4, 6)
+    for t, s in enumerate([0, 2, 1, 5]):  # back by one (tolerated), then forward
+        weights[0, t, s] = 1.0
+    for t, s in enumerate([3, 0, 4, 0]):  # back by three, forward; the last step is padding
+        weights[1, t, s] = 1.0
+    result = SearchResult(tokens=torch.ones(2, 4, dtype=torch.long), lengths=torch.tensor([4, 3]), weights=weights,
+                          scores=torch.zeros(2), eos_id=2)
+    metric = MonotoneAlignment(tolerance=1)
+    metric.update({}, result, None)
+    assert float(metric.compute()) == pytest.approx(100.0 * 4 / 5)
+    strict = MonotoneAlignment(tolerance=0)
+    strict.update({}, result, None)
+    assert float(strict.compute()) == pytest.approx(100.0 * 3 / 5)

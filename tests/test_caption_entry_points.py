@@ -12,7 +12,7 @@ from PIL import Image
 
 from attend.data.images import ShapeScenes
 from tests.conftest import ROOT
-from tests.test_entry_points import ATTENTION_TYPES, pngs, run
+from tests.test_entry_points import pngs, run, run_every_attention
 
 SMALL_SHAPES = [
     "task=caption",
@@ -25,14 +25,13 @@ SMALL_SHAPES = [
 CAPTION_METRICS = {"test/bleu1", "test/bleu2", "test/bleu3", "test/bleu4", "test/cider", "test/loss"}
 
 
-@pytest.mark.parametrize("attention", ATTENTION_TYPES)
-def test_caption_debug_fast_trains_every_attention_type(attention, tmp_path):
-    run("train.py", *SMALL_SHAPES, "debug=fast", f"attention={attention}", "logger=csv", f"hydra.run.dir={tmp_path}")
-    metrics = json.loads((tmp_path / "test_metrics.json").read_text())
-    assert CAPTION_METRICS | {"test/pointing", "test/grounding_mass"} <= set(metrics)
-    assert len(pngs(tmp_path / "attention")) == 2
-    rows = (tmp_path / "test_predictions.tsv").read_text(encoding="utf-8").splitlines()
-    assert rows[1].startswith("shapes-test-0\t")  # every test image, in split order
+def test_caption_debug_fast_trains_every_attention_type(tmp_path):
+    for attention, folder in run_every_attention(tmp_path, *SMALL_SHAPES, "debug=fast", "logger=csv").items():
+        metrics = json.loads((folder / "test_metrics.json").read_text())
+        assert CAPTION_METRICS | {"test/pointing", "test/grounding_mass"} <= set(metrics), attention
+        assert len(pngs(folder / "attention")) == 2, attention
+        rows = (folder / "test_predictions.tsv").read_text(encoding="utf-8").splitlines()
+        assert rows[1].startswith("shapes-test-0\t")  # every test image, in split order
 
 
 def test_default_caption_task_reads_the_tux_paint_stamps(tmp_path):

@@ -11,7 +11,7 @@ from tests.conftest import ROOT
 from tests.test_config import resolve_paths
 
 
-def overfit_one_batch(overrides: list[str], tmp_path, steps: int, size: int = 16):
+def overfit_one_batch(overrides: list[str], tmp_path, steps: int, size: int = 16, lr: float = 3e-3):
     """A model and its config trained ``steps`` times on the first ``size`` training examples."""
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
         cfg = compose(config_name="train", overrides=overrides)
@@ -22,7 +22,7 @@ def overfit_one_batch(overrides: list[str], tmp_path, steps: int, size: int = 16
     datamodule.setup("fit")
     model = build_model(cfg, datamodule)
     batch = datamodule.example_batch(size, split="train")
-    optimizer = instantiate(cfg.optim.optimizer)(model.parameters(), lr=3e-3)
+    optimizer = instantiate(cfg.optim.optimizer)(model.parameters(), lr=lr)
     model.train()
     for _ in range(steps):
         loss = model.teacher_forced_loss(batch)
@@ -62,3 +62,20 @@ def test_captioner_overfits_a_few_shapes_images(tmp_path):
     hypotheses, result = model.generate(batch, instantiate(cfg.model.val_search))
     assert hypotheses == [references[0] for references in batch["references"]]  # exact captions
     assert result.grid == (8, 8) and result.weights.shape[-1] == 64
+
+
+def test_recognizer_overfits_a_few_utterances(tmp_path):
+    cfg, model, batch, _ = overfit_one_batch(
+        [
+            "task=asr", "data.source.num_train=32", "data.source.num_val=4", "data.source.num_test=4",
+            "data.spec_augment=null", "encoder.dropout=0.0", "decoder.dropout=0.0", "model.label_smoothing=0.0",
+            "encoder.hidden_size=64", "decoder.hidden_size=128", "decoder.embedding_dim=32",
+        ],
+        tmp_path,
+        steps=100,
+        size=4,
+        lr=6e-3,
+    )
+    hypotheses, result = model.generate(batch, instantiate(cfg.model.val_search))
+    assert hypotheses == batch["references"]  # exact transcripts
+    assert result.source_lengths.tolist() == model.encoder.output_lengths(batch["src_lengths"]).tolist()

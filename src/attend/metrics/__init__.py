@@ -2,6 +2,7 @@
 
 from torchmetrics.text import CharErrorRate, WordErrorRate
 
+from attend.metrics.alignment import MonotoneAlignment
 from attend.metrics.base import AttentionMetric
 from attend.metrics.caption import CaptionBLEU, CIDErD, caption_tokens
 from attend.metrics.grounding import Grounding, box_cells
@@ -16,6 +17,7 @@ __all__ = [
     "CIDErD",
     "ExactMatch",
     "Grounding",
+    "MonotoneAlignment",
     "WordErrorRate",
     "box_cells",
     "caption_tokens",

@@ -1,0 +1,83 @@
+"""Speech recognition through the real entry points: train.py, eval.py and predict.py in subprocesses."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import torch
+from hydra.utils import instantiate
+
+from attend.data.audio import EspeakSpeech
+from tests.conftest import ROOT
+from tests.test_config import compose_train, resolve_paths
+from tests.test_entry_points import pngs, run, run_every_attention
+
+# a small espeak-ng corpus and model; short searches, since an untrained speller never stops by itself
+SMALL_ASR = [
+    "task=asr",
+    "data.source.num_train=48",
+    "data.source.num_val=4",
+    "data.source.num_test=4",
+    "data.batch_size=8",
+    "encoder.hidden_size=32",
+    "decoder.hidden_size=64",
+    "decoder.embedding_dim=16",
+    "model.val_search.max_len_a=0.2",
+    "model.test_search.max_len_a=0.2",
+    "model.test_search.beam_size=2",
+]
+ASR_METRICS = {"test/cer", "test/wer", "test/loss", "test/ctc"}
+
+
+def test_asr_debug_fast_trains_every_attention_type(tmp_path):
+    for attention, folder in run_every_attention(tmp_path, *SMALL_ASR, "debug=fast", "logger=csv").items():
+        metrics = json.loads((folder / "test_metrics.json").read_text())
+        assert ASR_METRICS <= set(metrics), attention
+        assert len(pngs(folder / "attention")) == 2, attention  # spectrogram + alignment, two examples
+
+
+def test_asr_train_then_evaluate_and_transcribe_audio_files(tmp_path):
+    train_dir, eval_dir, predict_dir = tmp_path / "train", tmp_path / "eval", tmp_path / "predict"
+    run(
+        "train.py", *SMALL_ASR, "trainer.max_epochs=1", "trainer.limit_train_batches=3",
+        "callbacks.attention_plots.num_examples=1", f"hydra.run.dir={train_dir}",
+    )
+    best = train_dir / "checkpoints" / "best.ckpt"
+    assert best.is_file()
+    runs = list((train_dir / "wandb").glob("offline-run-*"))
+    assert len(runs) == 1 and pngs(runs[0] / "files" / "media" / "images")  # alignment plots reach W&B
+
+    result = run("eval.py", f"ckpt_path={best}", "num_plots=2", f"hydra.run.dir={eval_dir}")
+    assert ASR_METRICS <= set(json.loads((eval_dir / "test_metrics.json").read_text()))
+    assert len(pngs(eval_dir / "attention" / "test")) == 2
+    assert "test/cer" in result.stdout
+
+    audio = EspeakSpeech(ROOT / "data_cache", num_train=48, num_val=4, num_test=4).splits()["test"][0].path
+    result = run("predict.py", f"ckpt_path={best}", f"inputs=[{audio}]", f"hydra.run.dir={predict_dir}")
+    lines = [line for line in result.stdout.splitlines() if "\t" in line]
+    assert len(lines) == 1 and lines[0].startswith(f"{audio}\t")
+    assert len(pngs(predict_dir / "attention")) == 1
+
+    missing = subprocess.run(
+        [sys.executable, "predict.py", f"ckpt_path={best}", f"inputs=[{tmp_path / 'nope.wav'}]",
+         f"hydra.run.dir={predict_dir}"],
+        cwd=ROOT, capture_output=True, text=True, timeout=120,
+    )
+    assert missing.returncode != 0 and "nope.wav" in missing.stderr
+
+
+def test_las_experiment_builds_the_papers_listener_and_speller():
+    cfg = resolve_paths(compose_train(["experiment=las", "data.source.root=/nonexistent"]))
+    encoder = instantiate(cfg.encoder, input_dim=cfg.data.frontend.n_mels)
+    assert encoder.time_reduction == 8 and encoder.output_dim == 512
+    decoder = instantiate(
+        cfg.decoder, vocab_size=30, pad_id=0, memory_dim=encoder.output_dim, attention=instantiate(cfg.attention)
+    )
+    assert decoder.num_layers == 2 and decoder.hidden_size == 512 and decoder.sampling_probability == 0.1
+    features, lengths = torch.randn(2, 80, 40), torch.tensor([80, 53])
+    memory = encoder(features, lengths)
+    assert memory.values.shape == (2, 10, 512) and memory.mask.sum(1).tolist() == [10, 7]
+    logits, weights = decoder(torch.randint(3, 30, (2, 6)), memory)
+    assert logits.shape == (2, 6, 30) and weights.shape == (2, 6, 10)
