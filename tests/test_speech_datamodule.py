@@ -140,3 +140,12 @@ def test_tokenizer_travels_in_the_state_dict(manifest, tmp_path):
     fresh = SpeechDataModule(manifest, tokenizer=CharTokenizer(), frontend=LogMelFrontEnd(n_mels=40))
     fresh.load_state_dict(datamodule.state_dict())
     assert fresh.tokenizer.vocab_size == datamodule.tokenizer.vocab_size
+
+
+def test_audio_shorter_than_a_window_is_a_read_error(tmp_path):
+    from attend.data.speech_dataset import compute_features
+
+    path = tmp_path / "click.wav"
+    sf.write(path, np.zeros(100, dtype=np.float32), 16000)
+    with pytest.raises(AudioReadError, match="click.wav.*shorter than one analysis window"):
+        compute_features(LogMelFrontEnd(), str(path))

@@ -9,7 +9,7 @@ import torch
 from torch import Tensor, nn
 from torch.utils.data import Dataset
 
-from attend.data.audio import Utterance, read_audio
+from attend.data.audio import AudioReadError, Utterance, read_audio
 from attend.data.dataset import Ragged, target_fields
 
 
@@ -68,8 +68,17 @@ class SpeechDataset(Dataset):
 
 @torch.no_grad()
 def compute_features(frontend: nn.Module, path: str) -> Tensor:
-    """Log-mel features (frames, n_mels) of one audio file, read at the front end's sample rate."""
-    return frontend(read_audio(path, frontend.sample_rate))
+    """Log-mel features (frames, n_mels) of one audio file, read at the front end's sample rate.
+
+    Raises AudioReadError for a file that cannot be read and for one shorter than a single window.
+    """
+    waveform = read_audio(path, frontend.sample_rate)
+    if frontend.num_frames(waveform.numel()) == 0:
+        raise AudioReadError(
+            f"{path}: {waveform.numel() / frontend.sample_rate * 1000:.1f} ms of audio is shorter than one "
+            f"analysis window ({frontend.win_length / frontend.sample_rate * 1000:g} ms): nothing to recognise"
+        )
+    return frontend(waveform)
 
 
 class SpeechCollate:
