@@ -6,11 +6,8 @@ import logging
 import os
 from typing import Any
 
-import lightning as L
 import numpy as np
-from torch.utils.data import DataLoader
 
-from attend.data.bucketing import BucketBatchSampler
 from attend.data.caption_dataset import CaptionCollate, CaptionDataset
 from attend.data.caption_images import (
     denormalize,
@@ -20,12 +17,13 @@ from attend.data.caption_images import (
     to_uint8_tensor,
 )
 from attend.data.images import ImageCaption, read_rgb
-from attend.data.tokenizer import Tokenizer, tokenizer_from_state
+from attend.data.target_datamodule import TargetTextDataModule
+from attend.data.tokenizer import Tokenizer
 
 log = logging.getLogger("attend.data")
 
 
-class CaptionDataModule(L.LightningDataModule):
+class CaptionDataModule(TargetTextDataModule):
     """Records from ``source`` (``splits()`` and ``load_image(record)``), images cached as uint8
     ``image_size`` squares, captions tokenized by ``tokenizer`` (fitted on training captions).
 
@@ -53,20 +51,12 @@ class CaptionDataModule(L.LightningDataModule):
         seed: int = 1234,
         cache_dir: str | os.PathLike | None = None,
     ) -> None:
-        super().__init__()
-        self.source = source
-        self.tokenizer = tokenizer
+        super().__init__(source, tokenizer, batch_size, eval_batch_size, num_workers, seed, cache_dir)
         self.image_size = image_size
-        self.batch_size = batch_size
-        self.eval_batch_size = eval_batch_size or batch_size
         self.augment = augment
         self.hflip = hflip
         self.max_target_len = max_target_len
-        self.num_workers = num_workers
-        self.seed = seed
-        self.cache_dir = None if cache_dir is None else str(cache_dir)
-        self.loaded: dict[str, tuple] = {}  # split -> (pixels, records whose image could be read)
-        self.datasets: dict[str, CaptionDataset] = {}
+        # self.loaded: split -> (pixels, records whose image could be read)
         self.dropped = 0  # training captions dropped by the length filter
 
     # data ------------------------------------------------------------------------------------
@@ -116,50 +106,12 @@ class CaptionDataModule(L.LightningDataModule):
         transform = image_transform(train, self.image_size, augment=self.augment, hflip=self.hflip)
         return CaptionDataset(pixels, *[list(c) for c in columns], transform=transform)
 
-    # loaders ---------------------------------------------------------------------------------
-    def _loader(self, split: str, train: bool) -> DataLoader:
-        if split not in self.datasets:
-            raise RuntimeError("call setup() before asking for a dataloader")
-        dataset = self.datasets[split]
-        batch_sampler = BucketBatchSampler(
-            dataset.lengths(),
-            batch_size=self.batch_size if train else self.eval_batch_size,
-            shuffle=train,
-            seed=self.seed,
-        )
-        return DataLoader(
-            dataset,
-            batch_sampler=batch_sampler,
-            collate_fn=self._collate(),
-            num_workers=self.num_workers,
-            persistent_workers=self.num_workers > 0,
-        )
-
-    def train_dataloader(self) -> DataLoader:
-        return self._loader("train", train=True)
-
-    def val_dataloader(self) -> DataLoader:
-        return self._loader("val", train=False)
-
-    def test_dataloader(self) -> DataLoader:
-        return self._loader("test", train=False)
-
     # what the model, plots and prediction need ---------------------------------------------
-    def tokenizers(self) -> dict[str, Tokenizer]:
-        return {"target": self.tokenizer}
-
     def encoder_kwargs(self) -> dict[str, int]:
         return {}
 
     def _collate(self) -> CaptionCollate:
         return CaptionCollate(self.tokenizer.pad_id, self.tokenizer.bos_id, self.tokenizer.eos_id)
-
-    def example_batch(self, count: int, split: str = "val") -> dict[str, Any]:
-        """The first ``count`` examples of a split as one batch (fixed examples for plots)."""
-        if split not in self.datasets:
-            raise RuntimeError("call setup() before asking for examples")
-        dataset = self.datasets[split]
-        return self._collate()([dataset[i] for i in range(min(count, len(dataset)))])
 
     def plot_source(self, batch: dict[str, Any], index: int) -> np.ndarray:
         """The image of one batch row, (H, W, 3) uint8, for attention plots."""
@@ -174,16 +126,3 @@ class CaptionDataModule(L.LightningDataModule):
             for i, path in enumerate(sources)
         ]
         return self._collate()(examples)
-
-    # checkpoint ------------------------------------------------------------------------------
-    def state_dict(self) -> dict[str, Any]:
-        """The fitted tokenizer; Lightning stores this in every checkpoint."""
-        return {"tgt_tokenizer": self.tokenizer.state_dict()} if self.tokenizer.is_fitted else {}
-
-    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        """Use a saved tokenizer; captions already tokenized with another one are tokenized again."""
-        if not state_dict or state_dict == self.state_dict():
-            return
-        self.tokenizer = tokenizer_from_state(state_dict["tgt_tokenizer"])
-        if self.loaded:
-            self._encode_splits()

@@ -2,11 +2,7 @@
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
-import os
-from pathlib import Path
 
 import numpy as np
 import torch
@@ -14,6 +10,7 @@ from PIL import Image
 from torch import Tensor
 from torchvision.transforms import v2
 
+from attend.data.cache import cache_file, save_atomic
 from attend.data.images import ImageCaption, ImageReadError
 
 log = logging.getLogger("attend.data")
@@ -48,10 +45,7 @@ def load_pixels(source, records: list[ImageCaption], size: int, cache_dir: str |
         return torch.empty((0, 3, size, size), dtype=torch.uint8), []
     path = None
     if cache_dir is not None:
-        settings = getattr(source, "settings", dict)()
-        key_text = json.dumps([type(source).__name__, settings, size, [r.key for r in records]], default=str)
-        key = hashlib.sha1(key_text.encode("utf-8")).hexdigest()[:16]
-        path = Path(cache_dir) / "images" / f"{type(source).__name__}-{size}px-{key}.pt"
+        path = cache_file(cache_dir, "images", source, size, [r.key for r in records], label=f"{size}px")
         if path.is_file():
             cached = torch.load(path, weights_only=True)
             return cached["pixels"], cached["kept"]
@@ -69,10 +63,7 @@ def load_pixels(source, records: list[ImageCaption], size: int, cache_dir: str |
         raise ImageReadError(f"none of the {len(records)} images of this split could be read (see the warnings)")
     stacked = torch.stack(pixels)  # (N, 3, size, size)
     if path is not None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        partial = path.with_suffix(f".{os.getpid()}.tmp")
-        torch.save({"pixels": stacked, "kept": kept}, partial)
-        partial.replace(path)  # atomic: a crash never leaves half a cache file
+        save_atomic({"pixels": stacked, "kept": kept}, path)
     return stacked, kept
 
 

@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
-import os
-from pathlib import Path
 
 import torch
 from torch import Tensor, nn
 
 from attend.data.audio import AudioReadError, Utterance
+from attend.data.cache import cache_file, save_atomic
 from attend.data.speech_dataset import compute_features
 
 log = logging.getLogger("attend.data")
@@ -36,12 +33,8 @@ def load_features(
         return [], []
     path = None
     if cache_dir is not None:
-        settings = getattr(source, "settings", dict)()
-        key_text = json.dumps(
-            [type(source).__name__, settings, frontend_settings(frontend), [u.key for u in utterances]], default=str
-        )
-        key = hashlib.sha1(key_text.encode("utf-8")).hexdigest()[:16]
-        path = Path(cache_dir) / "speech_features" / f"{type(source).__name__}-{key}.pt"
+        keys = [u.key for u in utterances]
+        path = cache_file(cache_dir, "speech_features", source, frontend_settings(frontend), keys)
         if path.is_file():
             cached = torch.load(path, weights_only=True)
             return cached["features"], cached["kept"]
@@ -58,8 +51,5 @@ def load_features(
     if not features:
         raise AudioReadError(f"none of the {len(utterances)} audio files of a split could be read (see the warnings)")
     if path is not None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        partial = path.with_suffix(f".{os.getpid()}.tmp")
-        torch.save({"features": features, "kept": kept}, partial)
-        partial.replace(path)  # atomic: a crash never leaves half a cache file
+        save_atomic({"features": features, "kept": kept}, path)
     return features, kept

@@ -6,21 +6,19 @@ import logging
 import os
 from typing import Any
 
-import lightning as L
 from torch import nn
-from torch.utils.data import DataLoader
 
 from attend.data.audio import Utterance
-from attend.data.bucketing import BucketBatchSampler
 from attend.data.speech_cache import load_features
 from attend.data.speech_dataset import SpeechCollate, SpeechDataset, compute_features
-from attend.data.tokenizer import Tokenizer, tokenizer_from_state
+from attend.data.target_datamodule import TargetTextDataModule
+from attend.data.tokenizer import Tokenizer
 from attend.plots import Spectrogram
 
 log = logging.getLogger("attend.data")
 
 
-class SpeechDataModule(L.LightningDataModule):
+class SpeechDataModule(TargetTextDataModule):
     """Utterances from ``source`` (``splits()``), features from ``frontend``, transcripts tokenized by
     ``tokenizer`` (characters by default, fitted on training transcripts).
 
@@ -51,22 +49,15 @@ class SpeechDataModule(L.LightningDataModule):
         seed: int = 1234,
         cache_dir: str | os.PathLike | None = None,
     ) -> None:
-        super().__init__()
-        self.source = source
-        self.tokenizer = tokenizer
+        super().__init__(
+            source, tokenizer, batch_size, eval_batch_size, num_workers, seed, cache_dir, max_tokens=max_frames
+        )
         self.frontend = frontend
         self.spec_augment = spec_augment
-        self.batch_size = batch_size
-        self.eval_batch_size = eval_batch_size or batch_size
-        self.max_frames = max_frames
         self.max_duration = max_duration
         self.max_transcript_chars = max_transcript_chars
         self.precompute = precompute
-        self.num_workers = num_workers
-        self.seed = seed
-        self.cache_dir = None if cache_dir is None else str(cache_dir)
-        self.loaded: dict[str, tuple] = {}  # split -> (utterances, features or None)
-        self.datasets: dict[str, SpeechDataset] = {}
+        # self.loaded: split -> (utterances, features or None)
         self.dropped: dict[str, int] = {}  # training utterances dropped, by reason
 
     # data ------------------------------------------------------------------------------------
@@ -136,51 +127,12 @@ class SpeechDataModule(L.LightningDataModule):
             augment = self.spec_augment if name == "train" else None
             self.datasets[name] = SpeechDataset(utterances, targets, self.frontend, features, augment=augment)
 
-    # loaders ---------------------------------------------------------------------------------
-    def _loader(self, split: str, train: bool) -> DataLoader:
-        if split not in self.datasets:
-            raise RuntimeError("call setup() before asking for a dataloader")
-        dataset = self.datasets[split]
-        batch_sampler = BucketBatchSampler(
-            dataset.lengths(),
-            batch_size=self.batch_size if train else self.eval_batch_size,
-            max_tokens=self.max_frames,
-            shuffle=train,
-            seed=self.seed,
-        )
-        return DataLoader(
-            dataset,
-            batch_sampler=batch_sampler,
-            collate_fn=self._collate(),
-            num_workers=self.num_workers,
-            persistent_workers=self.num_workers > 0,
-        )
-
-    def train_dataloader(self) -> DataLoader:
-        return self._loader("train", train=True)
-
-    def val_dataloader(self) -> DataLoader:
-        return self._loader("val", train=False)
-
-    def test_dataloader(self) -> DataLoader:
-        return self._loader("test", train=False)
-
     # what the model, plots and prediction need ---------------------------------------------
-    def tokenizers(self) -> dict[str, Tokenizer]:
-        return {"target": self.tokenizer}
-
     def encoder_kwargs(self) -> dict[str, int]:
         return {"input_dim": self.frontend.n_mels}
 
     def _collate(self) -> SpeechCollate:
         return SpeechCollate(self.tokenizer.pad_id, self.tokenizer.bos_id, self.tokenizer.eos_id)
-
-    def example_batch(self, count: int, split: str = "val") -> dict[str, Any]:
-        """The first ``count`` utterances of a split as one batch (fixed examples for plots)."""
-        if split not in self.datasets:
-            raise RuntimeError("call setup() before asking for examples")
-        dataset = self.datasets[split]
-        return self._collate()([dataset[i] for i in range(min(count, len(dataset)))])
 
     def plot_source(self, batch: dict[str, Any], index: int) -> Spectrogram:
         """The log-mel features of one batch row, (n_mels, frames) without padding, for alignment plots."""
@@ -195,16 +147,3 @@ class SpeechDataModule(L.LightningDataModule):
             for i, path in enumerate(sources)
         ]
         return self._collate()(examples)
-
-    # checkpoint ------------------------------------------------------------------------------
-    def state_dict(self) -> dict[str, Any]:
-        """The fitted tokenizer; Lightning stores this in every checkpoint."""
-        return {"tgt_tokenizer": self.tokenizer.state_dict()} if self.tokenizer.is_fitted else {}
-
-    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        """Use a saved tokenizer; transcripts already tokenized with another one are tokenized again."""
-        if not state_dict or state_dict == self.state_dict():
-            return
-        self.tokenizer = tokenizer_from_state(state_dict["tgt_tokenizer"])
-        if self.loaded:
-            self._encode_splits()

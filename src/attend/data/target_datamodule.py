@@ -1,0 +1,104 @@
+"""What the caption and speech data modules share: one target tokenizer, bucketed loaders, fixed examples."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import lightning as L
+from torch.utils.data import DataLoader, Dataset
+
+from attend.data.bucketing import BucketBatchSampler
+from attend.data.tokenizer import Tokenizer, tokenizer_from_state
+
+
+class TargetTextDataModule(L.LightningDataModule):
+    """A data module whose only text is the target (captions, transcripts) and whose source is read as is.
+
+    Subclasses fill ``self.loaded`` (split -> what ``_encode_splits`` tokenizes) and ``self.datasets``
+    (split -> a Dataset with ``lengths()``), and write ``_collate()`` and ``_encode_splits()``.
+    Batches hold examples of similar length: at most ``batch_size`` of them (``eval_batch_size``
+    for validation and test) and, with ``max_tokens``, at most that many padded length units.
+    """
+
+    def __init__(
+        self,
+        source,
+        tokenizer: Tokenizer,
+        batch_size: int,
+        eval_batch_size: int | None,
+        num_workers: int,
+        seed: int,
+        cache_dir: str | os.PathLike | None,
+        max_tokens: int | None = None,
+    ) -> None:
+        super().__init__()
+        self.source = source
+        self.tokenizer = tokenizer
+        self.batch_size = batch_size
+        self.eval_batch_size = eval_batch_size or batch_size
+        self.num_workers = num_workers
+        self.seed = seed
+        self.cache_dir = None if cache_dir is None else str(cache_dir)
+        self.max_tokens = max_tokens
+        self.loaded: dict[str, tuple] = {}
+        self.datasets: dict[str, Dataset] = {}
+
+    def _collate(self):
+        raise NotImplementedError
+
+    def _encode_splits(self) -> None:
+        raise NotImplementedError
+
+    # loaders ---------------------------------------------------------------------------------
+    def _loader(self, split: str, train: bool) -> DataLoader:
+        if split not in self.datasets:
+            raise RuntimeError("call setup() before asking for a dataloader")
+        dataset = self.datasets[split]
+        batch_sampler = BucketBatchSampler(
+            dataset.lengths(),
+            batch_size=self.batch_size if train else self.eval_batch_size,
+            max_tokens=self.max_tokens,
+            shuffle=train,
+            seed=self.seed,
+        )
+        return DataLoader(
+            dataset,
+            batch_sampler=batch_sampler,
+            collate_fn=self._collate(),
+            num_workers=self.num_workers,
+            persistent_workers=self.num_workers > 0,
+        )
+
+    def train_dataloader(self) -> DataLoader:
+        return self._loader("train", train=True)
+
+    def val_dataloader(self) -> DataLoader:
+        return self._loader("val", train=False)
+
+    def test_dataloader(self) -> DataLoader:
+        return self._loader("test", train=False)
+
+    # what the model and plots need -----------------------------------------------------------
+    def tokenizers(self) -> dict[str, Tokenizer]:
+        return {"target": self.tokenizer}
+
+    def example_batch(self, count: int, split: str = "val") -> dict[str, Any]:
+        """The first ``count`` examples of a split as one batch (fixed examples for plots)."""
+        if split not in self.datasets:
+            raise RuntimeError("call setup() before asking for examples")
+        dataset = self.datasets[split]
+        return self._collate()([dataset[i] for i in range(min(count, len(dataset)))])
+
+    # checkpoint ------------------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        """The fitted tokenizer; Lightning stores this in every checkpoint."""
+        return {"tgt_tokenizer": self.tokenizer.state_dict()} if self.tokenizer.is_fitted else {}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """Use a saved tokenizer; targets already tokenized with another one are tokenized again."""
+        if not state_dict or state_dict == self.state_dict():
+            return
+        self.tokenizer = tokenizer_from_state(state_dict["tgt_tokenizer"])
+        if self.loaded:
+            self._encode_splits()
