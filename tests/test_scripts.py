@@ -36,3 +36,11 @@ def test_profile_step_names_a_bad_override_and_a_missing_value():
         assert result.returncode != 0
         assert result.stderr.startswith("profile_step.py: ") and expected in result.stderr
         assert "Traceback" not in result.stderr
+
+
+def test_attention_memory_benchmark_prints_both_modes():
+    result = run("scripts/bench_attention_memory.py", "--batch", "2", "--steps", "8", "--frames", "50", "--hidden",
+                 "16", "--max-elements", "1000")
+    assert "12,800 elements" in result.stdout
+    assert re.search(r"at once: +[\d.]+ s forward \+ backward, peak memory \+[\d,]+ MB", result.stdout)
+    assert re.search(r"chunks of <= 1,000: +[\d.]+ s", result.stdout), result.stdout
