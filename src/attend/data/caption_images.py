@@ -10,7 +10,7 @@ from PIL import Image
 from torch import Tensor
 from torchvision.transforms import v2
 
-from attend.data.cache import cache_file, save_atomic
+from attend.data.cache import cache_file, read_each, save_atomic
 from attend.data.images import ImageCaption, ImageReadError
 
 log = logging.getLogger("attend.data")
@@ -49,18 +49,8 @@ def load_pixels(source, records: list[ImageCaption], size: int, cache_dir: str |
         if path.is_file():
             cached = torch.load(path, weights_only=True)
             return cached["pixels"], cached["kept"]
-    pixels, kept, skipped = [], [], 0
-    for index, record in enumerate(records):
-        try:
-            pixels.append(to_uint8_tensor(square_resize(source.load_image(record), size)))
-            kept.append(index)
-        except ImageReadError as error:
-            skipped += 1
-            log.warning("skipping image %s: %s", record.key, error)
-    if skipped:
-        log.warning("skipped %d of %d images that could not be read", skipped, len(records))
-    if not pixels:
-        raise ImageReadError(f"none of the {len(records)} images of this split could be read (see the warnings)")
+    read = lambda record: to_uint8_tensor(square_resize(source.load_image(record), size))
+    pixels, kept = read_each(records, read, ImageReadError, "image")
     stacked = torch.stack(pixels)  # (N, 3, size, size)
     if path is not None:
         save_atomic({"pixels": stacked, "kept": kept}, path)

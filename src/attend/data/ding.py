@@ -7,10 +7,10 @@ import json
 import logging
 import os
 import random
-import tempfile
 from pathlib import Path
 from typing import Any
 
+from attend.data.cache import write_json_atomic
 from attend.data.ding_format import is_sentence as _is_sentence
 from attend.data.ding_format import parse_ding
 from attend.data.splitting import Pair, disjoint_split
@@ -116,7 +116,7 @@ class DingPairs:
             return {name: [(a, b) for a, b in pairs] for name, pairs in cached["splits"].items()}
         splits = self.build()
         if path is not None:
-            _write_json_atomic(path, {"settings": self._settings(), "splits": splits})
+            write_json_atomic(path, {"settings": self._settings(), "splits": splits})
             log.info("cached Ding splits in %s", path)
         return splits
 
@@ -138,13 +138,3 @@ class DingPairs:
             splits["train"] = splits["train"] + extra
             log.info("Ding: %d word/phrase pairs added to train", len(extra))
         return splits
-
-
-def _write_json_atomic(path: Path, data: Any) -> None:
-    """Write JSON so concurrent readers never see a partial file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.NamedTemporaryFile(
-        "w", dir=path.parent, suffix=".tmp", delete=False, encoding="utf-8"
-    ) as f:
-        json.dump(data, f, ensure_ascii=False)
-    os.replace(f.name, path)

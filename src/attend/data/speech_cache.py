@@ -2,16 +2,12 @@
 
 from __future__ import annotations
 
-import logging
-
 import torch
 from torch import Tensor, nn
 
 from attend.data.audio import AudioReadError, Utterance
-from attend.data.cache import cache_file, save_atomic
+from attend.data.cache import cache_file, read_each, save_atomic
 from attend.data.speech_dataset import compute_features
-
-log = logging.getLogger("attend.data")
 
 FRONTEND_SETTINGS = ("sample_rate", "n_mels", "window_ms", "hop_ms", "n_fft", "normalize")
 
@@ -38,18 +34,8 @@ def load_features(
         if path.is_file():
             cached = torch.load(path, weights_only=True)
             return cached["features"], cached["kept"]
-    features, kept, skipped = [], [], 0
-    for index, utterance in enumerate(utterances):
-        try:
-            features.append(compute_features(frontend, utterance.path).to(torch.float16))
-            kept.append(index)
-        except AudioReadError as error:
-            skipped += 1
-            log.warning("skipping utterance %s: %s", utterance.key, error)
-    if skipped:
-        log.warning("skipped %d of %d utterances whose audio could not be read", skipped, len(utterances))
-    if not features:
-        raise AudioReadError(f"none of the {len(utterances)} audio files of a split could be read (see the warnings)")
+    read = lambda utterance: compute_features(frontend, utterance.path).to(torch.float16)
+    features, kept = read_each(utterances, read, AudioReadError, "utterance")
     if path is not None:
         save_atomic({"features": features, "kept": kept}, path)
     return features, kept

@@ -1,10 +1,40 @@
-"""Seeded train/val/test splits in which no sentence of val or test appears in another split."""
+"""Seeded train/val/test splits: of sentence pairs (no val or test sentence elsewhere) and of keyed records."""
 
 from __future__ import annotations
 
 import random
+from typing import TypeVar
 
 Pair = tuple[str, str]
+Keyed = TypeVar("Keyed")  # any record with a ``key`` (an image, an utterance)
+SPLITS = ("train", "val", "test")
+
+
+def split_by_key(
+    records: list[Keyed],
+    n_val: int,
+    n_test: int,
+    seed: int,
+    what: str,
+    unit: str = "records",
+    error: type[Exception] = ValueError,
+) -> dict[str, list[Keyed]]:
+    """Seeded split into exactly n_test test, n_val val and the rest train, each sorted by ``key``.
+
+    ``what`` (where they come from) and ``unit`` (what they are) name the records in the ``error``
+    raised when no training record would be left.
+    """
+    if n_val < 0 or n_test < 0:
+        raise ValueError(f"n_val={n_val} and n_test={n_test} must be >= 0")
+    if n_val + n_test >= len(records):
+        raise error(
+            f"{what} has only {len(records)} {unit}: n_val={n_val} + n_test={n_test} leaves none to train on; "
+            "lower data.source.n_val / data.source.n_test"
+        )
+    shuffled = sorted(records, key=lambda r: r.key)
+    random.Random(seed).shuffle(shuffled)
+    test, val, train = shuffled[:n_test], shuffled[n_test : n_test + n_val], shuffled[n_test + n_val :]
+    return {name: sorted(part, key=lambda r: r.key) for name, part in zip(SPLITS, (train, val, test), strict=True)}
 
 
 def _components(pairs: list[Pair]) -> list[list[int]]:

@@ -10,7 +10,6 @@ import random
 import re
 import shutil
 import subprocess
-import tempfile
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -18,9 +17,11 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from attend.data.audio.number_words import number_words
-from attend.data.audio.record import SPLITS, SpeechDataError, Utterance, audio_duration, normalize_transcript
+from attend.data.audio.record import SpeechDataError, Utterance, audio_duration, normalize_transcript
+from attend.data.cache import write_json_atomic
 from attend.data.ding import DING_PATH, DingNotFoundError
 from attend.data.ding_format import parse_ding
+from attend.data.splitting import SPLITS
 
 log = logging.getLogger("attend.data")
 
@@ -161,7 +162,7 @@ class EspeakSpeech:
             for split in SPLITS
         }
         manifest = {"settings": self.settings(), "espeak_version": version, "splits": splits}
-        _write_json_atomic(folder / "manifest.json", manifest)
+        write_json_atomic(folder / "manifest.json", manifest)
 
     def plan(self) -> dict[str, list[Job]]:
         """The utterances to synthesize, all drawn from random.Random(seed): texts, then each one's voice."""
@@ -251,10 +252,3 @@ def _check_installed_variants(variants: list[str]) -> None:
             f"espeak-ng has no voice variant {unknown}: pick names from the File column of "
             "`espeak-ng --voices=variant` (without the leading '!v/')"
         )
-
-
-def _write_json_atomic(path: Path, data: dict) -> None:
-    """Write JSON so readers never see a partial file."""
-    with tempfile.NamedTemporaryFile("w", dir=path.parent, suffix=".tmp", delete=False, encoding="utf-8") as f:
-        json.dump(data, f, ensure_ascii=False)
-    os.replace(f.name, path)

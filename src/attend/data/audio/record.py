@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import random
 import re
 import unicodedata
 from dataclasses import dataclass
@@ -13,7 +12,6 @@ import soundfile
 import torch
 import torchaudio
 
-SPLITS = ("train", "val", "test")
 APOSTROPHES = str.maketrans({"\u2019": "'", "\u02bc": "'", "\u2018": "'"})  # ’ ʼ ‘ -> '
 LONE_APOSTROPHE = re.compile(r"'(?![^\s'])|(?<![^\s'])'")  # not between two word characters
 
@@ -70,20 +68,3 @@ def normalize_transcript(text: str) -> str:
     text = unicodedata.normalize("NFC", unicodedata.normalize("NFC", text).lower()).translate(APOSTROPHES)
     kept = "".join(c if c == "'" or unicodedata.category(c)[0] in "LMN" else " " for c in text)
     return " ".join(LONE_APOSTROPHE.sub(" ", kept).split())
-
-
-def split_utterances(
-    utterances: list[Utterance], n_val: int, n_test: int, seed: int, what: str
-) -> dict[str, list[Utterance]]:
-    """Seeded split into exactly n_test test, n_val val and the rest train, each sorted by key."""
-    if n_val < 0 or n_test < 0:
-        raise ValueError(f"n_val={n_val} and n_test={n_test} must be >= 0")
-    if n_val + n_test >= len(utterances):
-        raise SpeechDataError(
-            f"{what} has only {len(utterances)} utterances: n_val={n_val} + n_test={n_test} leaves none to train on; "
-            "lower data.source.n_val / data.source.n_test"
-        )
-    shuffled = sorted(utterances, key=lambda u: u.key)
-    random.Random(seed).shuffle(shuffled)
-    test, val, train = shuffled[:n_test], shuffled[n_test : n_test + n_val], shuffled[n_test + n_val :]
-    return {name: sorted(part, key=lambda u: u.key) for name, part in zip(SPLITS, (train, val, test), strict=True)}

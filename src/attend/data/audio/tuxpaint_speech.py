@@ -7,8 +7,9 @@ import os
 import re
 from pathlib import Path
 
-from attend.data.audio.record import SpeechDataError, Utterance, normalize_transcript, split_utterances
+from attend.data.audio.record import SpeechDataError, Utterance, normalize_transcript
 from attend.data.images.tuxpaint import TUXPAINT_STAMPS, first_line
+from attend.data.splitting import split_by_key
 
 log = logging.getLogger("attend.data")
 
@@ -52,7 +53,9 @@ class TuxPaintSpeech:
         """{"train", "val", "test"} -> utterances: exactly n_test test and n_val val, the rest train."""
         if self._splits is None:
             what = f"Tux Paint {self.language!r} recordings in {self.root}"
-            self._splits = split_utterances(self.utterances(), self.n_val, self.n_test, self.seed, what)
+            self._splits = split_by_key(
+                self.utterances(), self.n_val, self.n_test, self.seed, what, "utterances", SpeechDataError
+            )
         return self._splits
 
     def utterances(self) -> list[Utterance]:

@@ -7,7 +7,8 @@ from pathlib import Path
 
 from PIL import Image, ImageDraw, ImageFont
 
-from attend.data.images.record import ImageCaption, ImageReadError, split_by_key
+from attend.data.images.record import ImageCaption, ImageReadError
+from attend.data.splitting import split_by_key
 
 NOTO_COLOR_EMOJI = "/usr/share/fonts/truetype/noto/NotoColorEmoji.ttf"
 FONT_SIZE = 109  # Noto Color Emoji is a bitmap font whose only strike is 109 px
@@ -48,7 +49,9 @@ class EmojiImages:
 
     def splits(self) -> dict[str, list[ImageCaption]]:
         """{"train", "val", "test"} -> emoji records: exactly n_test test and n_val val emoji, the rest train."""
-        return split_by_key(self.records(), self.n_val, self.n_test, self.seed, f"emoji drawn by {self.font_path}")
+        return split_by_key(
+            self.records(), self.n_val, self.n_test, self.seed, f"emoji drawn by {self.font_path}", "images"
+        )
 
     def records(self) -> list[ImageCaption]:
         """Every fully-qualified emoji the font draws as a single visible glyph, sorted by key."""

@@ -8,7 +8,8 @@ from pathlib import Path
 
 from PIL import Image
 
-from attend.data.images.record import SPLITS, CaptionDataError, ImageCaption, read_rgb
+from attend.data.images.record import CaptionDataError, ImageCaption, read_rgb
+from attend.data.splitting import SPLITS
 
 HOW_TO_GET = (
     "The Karpathy splits come in caption_datasets.zip (dataset_coco.json, dataset_flickr8k.json, "

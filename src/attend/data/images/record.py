@@ -3,13 +3,10 @@
 from __future__ import annotations
 
 import os
-import random
 from dataclasses import dataclass
 from pathlib import Path
 
 from PIL import Image
-
-SPLITS = ("train", "val", "test")
 
 
 @dataclass(frozen=True)
@@ -58,17 +55,3 @@ def to_rgb(img: Image.Image) -> Image.Image:
         white = Image.new("RGBA", rgba.size, (255, 255, 255, 255))
         return Image.alpha_composite(white, rgba).convert("RGB")
     return img.convert("RGB")
-
-
-def split_by_key(records: list[ImageCaption], n_val: int, n_test: int, seed: int, what: str) -> dict[str, list]:
-    """Seeded split of records into exactly n_test test, n_val val and the rest train, all sorted by key."""
-    if n_val < 0 or n_test < 0:
-        raise ValueError(f"n_val={n_val} and n_test={n_test} must be >= 0")
-    if n_val + n_test >= len(records):
-        raise ValueError(
-            f"{what} has only {len(records)} images: n_val={n_val} + n_test={n_test} leaves none to train on"
-        )
-    shuffled = sorted(records, key=lambda r: r.key)
-    random.Random(seed).shuffle(shuffled)
-    test, val, train = shuffled[:n_test], shuffled[n_test : n_test + n_val], shuffled[n_test + n_val :]
-    return {name: sorted(part, key=lambda r: r.key) for name, part in zip(SPLITS, (train, val, test), strict=True)}

@@ -6,7 +6,8 @@ import random
 
 from PIL import Image, ImageDraw
 
-from attend.data.images.record import SPLITS, ImageCaption, SceneObject
+from attend.data.images.record import ImageCaption, SceneObject
+from attend.data.splitting import SPLITS
 
 KINDS = ("circle", "square", "triangle")
 COLOURS = {"red": (220, 30, 30), "green": (30, 160, 50), "blue": (30, 70, 220), "yellow": (235, 195, 0)}

@@ -9,7 +9,8 @@ from pathlib import Path
 
 from PIL import Image
 
-from attend.data.images.record import ImageCaption, read_rgb, split_by_key
+from attend.data.images.record import ImageCaption, read_rgb
+from attend.data.splitting import split_by_key
 
 log = logging.getLogger("attend.data")
 
@@ -35,7 +36,9 @@ class TuxPaintStamps:
 
     def splits(self) -> dict[str, list[ImageCaption]]:
         """{"train", "val", "test"} -> stamp records: exactly n_test test and n_val val images, the rest train."""
-        return split_by_key(self.records(), self.n_val, self.n_test, self.seed, f"Tux Paint stamps in {self.root}")
+        return split_by_key(
+            self.records(), self.n_val, self.n_test, self.seed, f"Tux Paint stamps in {self.root}", "images"
+        )
 
     def records(self) -> list[ImageCaption]:
         """Every captioned stamp under root, sorted by key."""
