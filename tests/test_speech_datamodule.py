@@ -149,3 +149,13 @@ def test_audio_shorter_than_a_window_is_a_read_error(tmp_path):
     sf.write(path, np.zeros(100, dtype=np.float32), 16000)
     with pytest.raises(AudioReadError, match="click.wav.*shorter than one analysis window"):
         compute_features(LogMelFrontEnd(), str(path))
+
+
+def test_feature_cache_is_keyed_by_every_front_end_setting(manifest, tmp_path):
+    make_datamodule(manifest, tmp_path)
+    make_datamodule(manifest, tmp_path, frontend=LogMelFrontEnd(n_mels=40, hop_ms=20.0))
+    files = list((tmp_path / "cache" / "speech_features").glob("*.pt"))
+    assert len(files) == 6  # three splits, each for both hops
+    slower = make_datamodule(manifest, tmp_path, frontend=LogMelFrontEnd(n_mels=40, hop_ms=20.0))
+    faster = make_datamodule(manifest, tmp_path)
+    assert slower.datasets["test"].lengths()[0] < faster.datasets["test"].lengths()[0]

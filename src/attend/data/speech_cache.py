@@ -9,13 +9,6 @@ from attend.data.audio import AudioReadError, Utterance
 from attend.data.cache import cache_file, read_each, save_atomic
 from attend.data.speech_dataset import compute_features
 
-FRONTEND_SETTINGS = ("sample_rate", "n_mels", "window_ms", "hop_ms", "n_fft", "normalize")
-
-
-def frontend_settings(frontend: nn.Module) -> dict:
-    """What changes the features: the front end's settings (part of the cache key)."""
-    return {name: getattr(frontend, name, None) for name in FRONTEND_SETTINGS}
-
 
 def load_features(
     source, utterances: list[Utterance], frontend: nn.Module, cache_dir: str | None
@@ -30,7 +23,7 @@ def load_features(
     path = None
     if cache_dir is not None:
         keys = [u.key for u in utterances]
-        path = cache_file(cache_dir, "speech_features", source, frontend_settings(frontend), keys)
+        path = cache_file(cache_dir, "speech_features", source, frontend.settings(), keys)
         if path.is_file():
             cached = torch.load(path, weights_only=True)
             return cached["features"], cached["kept"]

@@ -46,6 +46,8 @@ class LogMelFrontEnd(nn.Module):
         super().__init__()
         self.sample_rate = sample_rate
         self.n_mels = n_mels
+        self.window_ms = window_ms
+        self.hop_ms = hop_ms
         self.win_length = round(sample_rate * window_ms / 1000)
         self.hop_length = round(sample_rate * hop_ms / 1000)
         self.n_fft = n_fft or 2 ** math.ceil(math.log2(self.win_length))
@@ -65,6 +67,17 @@ class LogMelFrontEnd(nn.Module):
         # waveform by that offset makes each window start at t*hop (zeros fall outside the window)
         self.left_pad = (self.n_fft - self.win_length) // 2
         self.right_pad = self.n_fft - self.win_length - self.left_pad
+
+    def settings(self) -> dict:
+        """Everything that shapes the features (the key of cached features)."""
+        return {
+            "sample_rate": self.sample_rate,
+            "n_mels": self.n_mels,
+            "window_ms": self.window_ms,
+            "hop_ms": self.hop_ms,
+            "n_fft": self.n_fft,
+            "normalize": self.normalize,
+        }
 
     @property
     def hop_seconds(self) -> float:
