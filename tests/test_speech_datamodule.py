@@ -159,3 +159,4 @@ def test_feature_cache_is_keyed_by_every_front_end_setting(manifest, tmp_path):
     slower = make_datamodule(manifest, tmp_path, frontend=LogMelFrontEnd(n_mels=40, hop_ms=20.0))
     faster = make_datamodule(manifest, tmp_path)
     assert slower.datasets["test"].lengths()[0] < faster.datasets["test"].lengths()[0]
+

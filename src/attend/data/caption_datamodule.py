@@ -62,16 +62,16 @@ class CaptionDataModule(TargetTextDataModule):
     # data ------------------------------------------------------------------------------------
     def prepare_data(self) -> None:
         """Read and cache every split's images once (local rank 0); without a cache ``setup`` reads them."""
-        if self.cache_dir is None:
+        if self.cache_dir is None or self.prepared:
             return  # reading here too would read every image twice
-        for records in self.source.splits().values():
+        for records in self.source_splits().values():
             load_pixels(self.source, records, self.image_size, self.cache_dir)
 
     def setup(self, stage: str | None = None) -> None:
         """Read splits and cached images, fit the tokenizer on training captions, tokenize (idempotent)."""
         if self.datasets:
             return
-        self.loaded = {name: self._load(records) for name, records in self.source.splits().items()}
+        self.loaded = {name: self._load(records) for name, records in self.source_splits().items()}
         if not self.tokenizer.is_fitted:
             self.tokenizer.fit([caption for record in self.loaded["train"][1] for caption in record.captions])
         self._encode_splits()

@@ -63,7 +63,9 @@ class SpeechDataModule(TargetTextDataModule):
     # data ------------------------------------------------------------------------------------
     def prepare_data(self) -> None:
         """Build the corpus (espeak-ng synthesis) and cache every split's features once (local rank 0)."""
-        splits = self.source.splits()
+        if self.prepared:
+            return
+        splits = self.source_splits()
         if self.precompute and self.cache_dir is not None:
             for utterances in splits.values():
                 load_features(self.source, utterances, self.frontend, self.cache_dir)
@@ -72,7 +74,7 @@ class SpeechDataModule(TargetTextDataModule):
         """Read splits and features, filter training utterances, fit the tokenizer, tokenize (idempotent)."""
         if self.datasets:
             return
-        self.loaded = {name: self._load(utterances) for name, utterances in self.source.splits().items()}
+        self.loaded = {name: self._load(utterances) for name, utterances in self.source_splits().items()}
         self.loaded["train"] = self._filter_train(*self.loaded["train"])
         if not self.tokenizer.is_fitted:
             self.tokenizer.fit([u.text for u in self.loaded["train"][0]])

@@ -43,6 +43,18 @@ class TargetTextDataModule(L.LightningDataModule):
         self.max_tokens = max_tokens
         self.loaded: dict[str, tuple] = {}
         self.datasets: dict[str, Dataset] = {}
+        self._splits: dict[str, list] | None = None
+
+    def source_splits(self) -> dict[str, list]:
+        """The source's splits, read once per process (prepare_data and setup both need them)."""
+        if self._splits is None:
+            self._splits = self.source.splits()
+        return self._splits
+
+    @property
+    def prepared(self) -> bool:
+        """Whether setup has run in this process: train.py sets up before fit, which prepares again."""
+        return bool(self.datasets)
 
     def _collate(self):
         raise NotImplementedError

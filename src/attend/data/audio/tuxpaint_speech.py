@@ -37,7 +37,6 @@ class TuxPaintSpeech:
         self.n_test = n_test
         self.seed = seed
         self.skipped = 0  # recordings without a transcript, after splits()
-        self._splits: dict[str, list[Utterance]] | None = None  # read once: prepare_data, setup and fit all ask
 
     def settings(self) -> dict:
         """The constructor arguments."""
@@ -51,12 +50,8 @@ class TuxPaintSpeech:
 
     def splits(self) -> dict[str, list[Utterance]]:
         """{"train", "val", "test"} -> utterances: exactly n_test test and n_val val, the rest train."""
-        if self._splits is None:
-            what = f"Tux Paint {self.language!r} recordings in {self.root}"
-            self._splits = split_by_key(
-                self.utterances(), self.n_val, self.n_test, self.seed, what, "utterances", SpeechDataError
-            )
-        return self._splits
+        what = f"Tux Paint {self.language!r} recordings in {self.root}"
+        return split_by_key(self.utterances(), self.n_val, self.n_test, self.seed, what, "utterances", SpeechDataError)
 
     def utterances(self) -> list[Utterance]:
         """Every recording in ``language`` that has a transcript, sorted by key."""
