@@ -160,3 +160,17 @@ def test_feature_cache_is_keyed_by_every_front_end_setting(manifest, tmp_path):
     faster = make_datamodule(manifest, tmp_path)
     assert slower.datasets["test"].lengths()[0] < faster.datasets["test"].lengths()[0]
 
+
+def test_without_precompute_durations_come_from_the_audio_headers(manifest, tmp_path):
+    from dataclasses import replace
+
+    class Untimed:
+        """Utterances without durations, as LibriSpeech and Tux Paint give them."""
+
+        def splits(self):
+            return {name: [replace(u, duration=None) for u in utts] for name, utts in manifest.splits().items()}
+
+    datamodule = make_datamodule(Untimed(), tmp_path, precompute=False, cache_dir=None)
+    assert datamodule.dropped == {"over 3.0 s": 1}  # the 3.5 s utterance, known from its header
+    cached = make_datamodule(manifest, tmp_path)
+    assert datamodule.datasets["train"].lengths().tolist() == cached.datasets["train"].lengths().tolist()

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import logging
 import os
+from dataclasses import replace
 from typing import Any
 
 from torch import nn
 
-from attend.data.audio import Utterance
+from attend.data.audio import AudioReadError, Utterance, audio_duration
+from attend.data.cache import read_each
 from attend.data.speech_cache import load_features
 from attend.data.speech_dataset import SpeechCollate, SpeechDataset, compute_features
 from attend.data.target_datamodule import TargetTextDataModule
@@ -86,8 +88,10 @@ class SpeechDataModule(TargetTextDataModule):
         )
 
     def _load(self, utterances: list[Utterance]) -> tuple[list[Utterance], list | None]:
-        if not self.precompute:
-            return utterances, None
+        """Utterances whose audio can be read, with their features when precomputed, else their durations."""
+        if not self.precompute:  # durations (for batching and the filter) from the headers where unknown
+            timed = lambda u: u if u.duration is not None else replace(u, duration=audio_duration(u.path))
+            return read_each(utterances, timed, AudioReadError, "utterance")[0], None
         features, kept = load_features(self.source, utterances, self.frontend, self.cache_dir)
         return [utterances[i] for i in kept], features
 
