@@ -9,7 +9,7 @@ import torch
 from torch import Tensor
 from torch.utils.data import Dataset
 
-from attend.data.dataset import Ragged, target_fields
+from attend.data.dataset import Ragged, TargetCollate
 from attend.data.images import SceneObject
 
 
@@ -56,18 +56,13 @@ class CaptionDataset(Dataset):
         return self.captions.lengths + 2
 
 
-class CaptionCollate:
+class CaptionCollate(TargetCollate):
     """Stacks images (B, 3, H, W) and pads captions with bos/eos; no ``src_lengths`` (every cell is real)."""
-
-    def __init__(self, pad_id: int, bos_id: int, eos_id: int) -> None:
-        self.pad_id = pad_id
-        self.bos_id = bos_id
-        self.eos_id = eos_id
 
     def __call__(self, examples: list[dict[str, Any]]) -> dict[str, Any]:
         return {
             "src": torch.stack([e["image"] for e in examples]),  # (B, 3, H, W)
-            **target_fields(examples, self.pad_id, self.bos_id, self.eos_id),  # references: lists of captions
+            **self.targets(examples),  # references: lists of captions
             # named objects of each scene (data=shapes) as plain dicts, which Lightning moves between devices as is
             "objects": [[{"kind": o.kind, "box": o.box} for o in e["objects"]] for e in examples],
         }

@@ -71,20 +71,28 @@ class TranslationDataset(Dataset):
         return torch.maximum(self.src.lengths, self.tgt.lengths + 2)
 
 
-class TranslationCollate:
-    """Pads examples into a batch dict; the target gets bos/eos."""
+class TargetCollate:
+    """What every task's collate function holds: the ids that pad, start and end the targets."""
 
     def __init__(self, pad_id: int, bos_id: int, eos_id: int) -> None:
         self.pad_id = pad_id
         self.bos_id = bos_id
         self.eos_id = eos_id
 
+    def targets(self, examples: list[dict[str, Any]]) -> dict[str, Any]:
+        """The batch's target fields (see ``target_fields``)."""
+        return self.targets(examples)
+
+
+class TranslationCollate(TargetCollate):
+    """Pads examples into a batch dict; the target gets bos/eos."""
+
     def __call__(self, examples: list[dict[str, Any]]) -> dict[str, Any]:
         src = [e["src"] for e in examples]
         return {
             "src": _pad(src, self.pad_id),  # (B, S)
             "src_lengths": torch.tensor([len(s) for s in src], dtype=torch.long),  # (B,)
-            **target_fields(examples, self.pad_id, self.bos_id, self.eos_id),
+            **self.targets(examples),
         }
 
 

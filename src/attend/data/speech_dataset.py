@@ -10,7 +10,7 @@ from torch import Tensor, nn
 from torch.utils.data import Dataset
 
 from attend.data.audio import AudioReadError, Utterance, read_audio
-from attend.data.dataset import Ragged, target_fields
+from attend.data.dataset import Ragged, TargetCollate
 
 
 class SpeechDataset(Dataset):
@@ -81,13 +81,8 @@ def compute_features(frontend: nn.Module, path: str) -> Tensor:
     return frontend(waveform)
 
 
-class SpeechCollate:
+class SpeechCollate(TargetCollate):
     """Pads features to (B, N, F) with zeros (the mean after normalisation) and targets with bos/eos."""
-
-    def __init__(self, pad_id: int, bos_id: int, eos_id: int) -> None:
-        self.pad_id = pad_id
-        self.bos_id = bos_id
-        self.eos_id = eos_id
 
     def __call__(self, examples: list[dict[str, Any]]) -> dict[str, Any]:
         lengths = [e["features"].size(0) for e in examples]
@@ -98,5 +93,5 @@ class SpeechCollate:
         return {
             "src": src,
             "src_lengths": torch.tensor(lengths, dtype=torch.long),  # (B,) feature frames
-            **target_fields(examples, self.pad_id, self.bos_id, self.eos_id),
+            **self.targets(examples),
         }
