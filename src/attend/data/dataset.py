@@ -81,7 +81,7 @@ class TargetCollate:
 
     def targets(self, examples: list[dict[str, Any]]) -> dict[str, Any]:
         """The batch's target fields (see ``target_fields``)."""
-        return self.targets(examples)
+        return target_fields(examples, self.pad_id, self.bos_id, self.eos_id)
 
 
 class TranslationCollate(TargetCollate):
