@@ -63,9 +63,7 @@ class BeamSearch:
             scores, prev = top_scores, token.view(-1)
             if bool(finished.all()):
                 break
-        result = self._best(history, history_weights, scores, pad_id, eos_id, memory.grid)
-        result.source_lengths = source_lengths
-        return result
+        return self._best(history, history_weights, scores, pad_id, eos_id, memory.grid, source_lengths)
 
     @staticmethod
     def _constrain(logp: Tensor, finished: Tensor, at_limit: Tensor, eos_id: int, pad_id: int) -> Tensor:
@@ -81,7 +79,9 @@ class BeamSearch:
         )
         return torch.where(finished.unsqueeze(-1), only_pad, logp)
 
-    def _best(self, history: Tensor, history_weights: Tensor, scores: Tensor, pad_id: int, eos_id: int, grid):
+    def _best(
+        self, history: Tensor, history_weights: Tensor, scores: Tensor, pad_id: int, eos_id: int, grid, source_lengths
+    ):
         lengths = (history != pad_id).sum(dim=-1)  # (B, K)
         normalised = scores / self.penalty(lengths)
         best = normalised.argmax(dim=-1)  # (B,)
@@ -93,6 +93,7 @@ class BeamSearch:
             scores=normalised[rows, best],
             eos_id=eos_id,
             grid=grid,
+            source_lengths=source_lengths,
         )
 
 
