@@ -79,5 +79,5 @@ def test_las_experiment_builds_the_papers_listener_and_speller():
     features, lengths = torch.randn(2, 80, 40), torch.tensor([80, 53])
     memory = encoder(features, lengths)
     assert memory.values.shape == (2, 10, 512) and memory.mask.sum(1).tolist() == [10, 7]
-    logits, weights = decoder(torch.randint(3, 30, (2, 6)), memory)
-    assert logits.shape == (2, 6, 30) and weights.shape == (2, 6, 10)
+    logits, attended = decoder(torch.randint(3, 30, (2, 6)), memory)
+    assert logits.shape == (2, 6, 30) and attended.weights.shape == (2, 6, 10)

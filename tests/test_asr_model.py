@@ -80,8 +80,8 @@ def test_las_sampling_feeds_sampled_tokens_when_training_only(cls):
     decoder.eval()
     reference_logits, _ = decoder(tgt_in, memory)
     decoder.train()
-    sampled_logits, weights = decoder(tgt_in, memory)
-    assert sampled_logits.shape == reference_logits.shape and weights.shape == (2, 7, 5)
+    sampled_logits, attended = decoder(tgt_in, memory)
+    assert sampled_logits.shape == reference_logits.shape and attended.weights.shape == (2, 7, 5)
     torch.testing.assert_close(sampled_logits[:, 0], reference_logits[:, 0])  # the first input is bos
     assert not torch.allclose(sampled_logits[:, 1:], reference_logits[:, 1:])  # later inputs were sampled
     decoder.sampling_probability = 0.0

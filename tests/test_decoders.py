@@ -32,12 +32,14 @@ def make(name, memory_dim=16, **extra):
 def test_forward_equals_a_loop_of_steps(name, memory):
     decoder = make(name)
     tgt_in = torch.randint(3, 30, (3, 6))
-    logits, weights = decoder(tgt_in, memory)
+    logits, attended = decoder(tgt_in, memory)
+    weights = attended.weights
     assert logits.shape == (3, 6, 30) and weights.shape == (3, 6, 7)
     prepared = decoder.prepare(memory)
     state = decoder.init_state(prepared)
     for t in range(6):
-        step_logits, step_weights, state = decoder.step(tgt_in[:, t], prepared, state)
+        step_logits, step_attended, state = decoder.step(tgt_in[:, t], prepared, state)
+        step_weights = step_attended.weights[:, 0]
         torch.testing.assert_close(step_logits, logits[:, t], atol=1e-5, rtol=1e-5)
         torch.testing.assert_close(step_weights, weights[:, t], atol=1e-6, rtol=1e-5)
 
@@ -116,6 +118,6 @@ def test_doubly_stochastic_penalty_by_hand():
 def test_penalty_gradient_reaches_the_attention(memory):
     decoder = make("bahdanau-lstm-gated", doubly_stochastic=1.0).train()
     tgt_in = torch.randint(3, 30, (3, 4))
-    _, weights = decoder(tgt_in, memory)
-    decoder.attention_penalty(weights, tgt_in > 0, memory.mask).backward()
+    _, attended = decoder(tgt_in, memory)
+    decoder.attention_penalty(attended.weights, tgt_in > 0, memory.mask).backward()
     assert decoder.attention.v.weight.grad.abs().sum() > 0

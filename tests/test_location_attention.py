@@ -298,12 +298,14 @@ def test_decoders_and_search(name, grid):
     decoder = cls(30, 16, location(), embedding_dim=12, hidden_size=16, dropout=0.0, **kwargs).eval()
     memory = random_memory(grid)
     tgt_in = torch.randint(3, 30, (3, 5))
-    logits, weights = decoder(tgt_in, memory)
+    logits, attended = decoder(tgt_in, memory)
+    weights = attended.weights
     assert logits.shape == (3, 5, 30) and weights.shape == (3, 5, memory.values.size(1))
     prepared = decoder.prepare(memory)
     state = decoder.init_state(prepared)
     for t in range(5):
-        step_logits, step_weights, state = decoder.step(tgt_in[:, t], prepared, state)
+        step_logits, step_attended, state = decoder.step(tgt_in[:, t], prepared, state)
+        step_weights = step_attended.weights[:, 0]
         torch.testing.assert_close(step_logits, logits[:, t], atol=1e-5, rtol=1e-5)
         torch.testing.assert_close(step_weights, weights[:, t], atol=1e-6, rtol=1e-5)
     greedy = GreedySearch(max_len_a=1.0, max_len_b=3)(decoder, memory, **SPECIAL)

@@ -58,7 +58,7 @@ def test_returned_weights_belong_to_the_chosen_hypothesis(memory):
     for i, tokens in enumerate(result.sequences()):
         row = memory.index_select(torch.tensor([i]))
         tgt_in = torch.tensor([[1] + tokens])
-        _, weights = dec(tgt_in, row)
+        weights = dec(tgt_in, row)[1].weights
         length = len(tokens) + 1
         torch.testing.assert_close(
             weights[0], result.weights[i, :length, : weights.size(-1)], atol=1e-5, rtol=1e-4

@@ -10,6 +10,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torchmetrics import Metric
 
+from attend.attention import AttentionOutput
 from attend.metrics import AttentionMetric
 from attend.search import SearchResult
 
@@ -66,8 +67,8 @@ class Seq2Seq(L.LightningModule):
         """The source of a batch (token ids, images or audio features) as a Memory."""
         return self.encoder(batch["src"], batch.get("src_lengths"))
 
-    def forward(self, batch: dict) -> tuple[Tensor, Tensor]:
-        """Teacher forcing: logits (B, T, V) and attention weights (B, T, S)."""
+    def forward(self, batch: dict) -> tuple[Tensor, AttentionOutput]:
+        """Teacher forcing: logits (B, T, V) and the decoder's attention (weights (B, T, S))."""
         return self.decoder(batch["tgt"][:, :-1], self.encode(batch))
 
     def loss(self, logits: Tensor, tgt_out: Tensor) -> Tensor:
@@ -93,11 +94,11 @@ class Seq2Seq(L.LightningModule):
         source, ``attention_penalty`` (decoders with ``doubly_stochastic``), ``ctc`` (with ``ctc_weight``)."""
         memory = self.encode(batch)
         tgt_out = batch["tgt"][:, 1:]
-        logits, weights = self.decoder(batch["tgt"][:, :-1], memory)  # (B, T, V), (B, T, S)
+        logits, attended = self.decoder(batch["tgt"][:, :-1], memory)  # (B, T, V), weights (B, T, S)
         losses = {"cross_entropy": self.loss(logits, tgt_out)}
         if getattr(self.decoder, "doubly_stochastic", 0.0):
             target_mask = tgt_out != self.target_tokenizer.pad_id  # (B, T)
-            losses["attention_penalty"] = self.decoder.attention_penalty(weights, target_mask, memory.mask)
+            losses["attention_penalty"] = self.decoder.attention_penalty(attended.weights, target_mask, memory.mask)
         if self.ctc_head is not None:
             losses["ctc"] = self.ctc_loss(memory, batch["tgt"])
         return losses

@@ -12,10 +12,31 @@ from attend.memory import Memory
 
 @dataclass
 class AttentionOutput:
+    """What attention returns for T query steps; decoders return it too, for all their steps."""
+
     context: Tensor  # (B, T, Dv)
     weights: Tensor  # (B, T, S)
     state: dict[str, Tensor] = field(default_factory=dict)
     head_weights: Tensor | None = None  # (B, H, T, S) for multi-head attention
+    log_prob: Tensor | None = None  # (B, T) log-probability of sampled positions (hard attention, training)
+    entropy: Tensor | None = None  # (B, T) entropy of the distribution sampled from (hard attention, training)
+
+    @classmethod
+    def cat(cls, outputs: list[AttentionOutput]) -> AttentionOutput:
+        """Consecutive steps joined along T; the state is the last one's."""
+
+        def join(name: str, dim: int) -> Tensor | None:
+            parts = [getattr(out, name) for out in outputs]
+            return None if parts[0] is None else torch.cat(parts, dim=dim)
+
+        return cls(
+            context=join("context", 1),
+            weights=join("weights", 1),
+            state=outputs[-1].state,
+            head_weights=join("head_weights", 2),
+            log_prob=join("log_prob", 1),
+            entropy=join("entropy", 1),
+        )
 
 
 def mask_value(dtype: torch.dtype) -> float:

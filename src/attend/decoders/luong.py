@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
+from attend.attention import AttentionOutput
 from attend.decoders.rnn import RNNDecoder, State
 from attend.memory import Memory
 
@@ -38,19 +39,21 @@ class LuongDecoder(RNNDecoder):
         features = torch.tanh(self.combine(torch.cat([context, outputs], dim=-1)))  # (B, T, O)
         return features, attended
 
-    def _step_features(self, embedded: Tensor, memory: Memory, state: State) -> tuple[Tensor, Tensor, State]:
+    def _step_features(
+        self, embedded: Tensor, memory: Memory, state: State
+    ) -> tuple[Tensor, AttentionOutput, State]:
         inputs = torch.cat([embedded, state["feed"]], dim=-1) if self.input_feeding else embedded
         outputs, new_state = self.run_rnn(inputs, state)  # (B, 1, H)
         features, attended = self._attend_and_combine(outputs, memory, state["attention"])
         new_state["attention"] = attended.state
         if self.input_feeding:
             new_state["feed"] = features
-        return self.dropout(features), attended.weights, new_state
+        return self.dropout(features), attended, new_state
 
-    def features(self, tgt_in: Tensor, memory: Memory) -> tuple[Tensor, Tensor]:
+    def features(self, tgt_in: Tensor, memory: Memory) -> tuple[Tensor, AttentionOutput]:
         if self.input_feeding or self.attention.init_state(memory):
             return super().features(tgt_in, memory)  # each step needs the previous one
         embedded = self.dropout(self.embedding(tgt_in))  # (B, T, E)
         outputs, _ = self.run_rnn(embedded, self.init_state(memory))  # (B, T, H): one fused call
         features, attended = self._attend_and_combine(outputs, memory, {})
-        return self.dropout(features), attended.weights
+        return self.dropout(features), attended

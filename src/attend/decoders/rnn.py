@@ -7,7 +7,7 @@ from collections.abc import Callable
 import torch
 from torch import Tensor, nn
 
-from attend.attention import Attention
+from attend.attention import Attention, AttentionOutput
 from attend.memory import Memory
 
 RNN_TYPES = {"gru": nn.GRU, "lstm": nn.LSTM}
@@ -85,8 +85,8 @@ class RNNDecoder(nn.Module):
     def rnn_input_size(self, embedding_dim: int, context_dim: int) -> int:
         raise NotImplementedError
 
-    def _step_features(self, embedded: Tensor, memory: Memory, state: State) -> tuple[Tensor, Tensor, State]:
-        """One step: embedded (B, 1, E) -> features (B, 1, O), weights (B, 1, S), new state."""
+    def _step_features(self, embedded: Tensor, memory: Memory, state: State) -> tuple[Tensor, AttentionOutput, State]:
+        """One step: embedded (B, 1, E) -> features (B, 1, O), the step's attention (weights (B, 1, S)), new state."""
         raise NotImplementedError
 
     # -- the Decoder contract -------------------------------------------------------------
@@ -109,48 +109,48 @@ class RNNDecoder(nn.Module):
             state["cell"] = torch.zeros_like(hidden)
         return state
 
-    def step(self, prev_tokens: Tensor, memory: Memory, state: State) -> tuple[Tensor, Tensor, State]:
-        """prev_tokens (B,) -> logits (B, V), weights (B, S), new state."""
+    def step(self, prev_tokens: Tensor, memory: Memory, state: State) -> tuple[Tensor, AttentionOutput, State]:
+        """prev_tokens (B,) -> logits (B, V), the step's attention (weights (B, 1, S)), new state."""
         embedded = self.dropout(self.embedding(prev_tokens.unsqueeze(1)))  # (B, 1, E)
-        features, weights, state = self._step_features(embedded, memory, state)
-        return self.output_layer(features.squeeze(1)), weights.squeeze(1), state
+        features, attended, state = self._step_features(embedded, memory, state)
+        return self.output_layer(features.squeeze(1)), attended, state
 
-    def forward(self, tgt_in: Tensor, memory: Memory) -> tuple[Tensor, Tensor]:
-        """Teacher forcing: tgt_in (B, T) -> logits (B, T, V), weights (B, T, S)."""
+    def forward(self, tgt_in: Tensor, memory: Memory) -> tuple[Tensor, AttentionOutput]:
+        """Teacher forcing: tgt_in (B, T) -> logits (B, T, V) and the attention of all steps (weights (B, T, S))."""
         if memory.keys is None:
             memory = self.prepare(memory)
         if self.training and self.sampling_probability > 0:
             return self.sampled_forward(tgt_in, memory)
-        features, weights = self.features(tgt_in, memory)  # (B, T, O), (B, T, S)
-        return self.output_layer(features), weights  # the big projection runs once, not per step
+        features, attended = self.features(tgt_in, memory)  # (B, T, O), weights (B, T, S)
+        return self.output_layer(features), attended  # the big projection runs once, not per step
 
-    def sampled_forward(self, tgt_in: Tensor, memory: Memory) -> tuple[Tensor, Tensor]:
+    def sampled_forward(self, tgt_in: Tensor, memory: Memory) -> tuple[Tensor, AttentionOutput]:
         """Teacher forcing where each input after the first is, with ``sampling_probability``, a token
         sampled from the previous step's output distribution instead of the reference (Chan et al.
         2016, sec. 3.3; Bengio et al. 2015): the decoder learns to continue after its own mistakes."""
         state = self.init_state(memory)
-        logits, weights = [], []
+        logits, attended = [], []
         prev = tgt_in[:, 0]  # (B,) bos
         for t in range(tgt_in.size(1)):
             if t > 0:
                 sampled = torch.multinomial(torch.softmax(logits[-1].detach().float(), dim=-1), 1).squeeze(1)
                 use_sample = torch.rand(prev.shape, device=prev.device) < self.sampling_probability
                 prev = torch.where(use_sample, sampled, tgt_in[:, t])  # (B,)
-            step_logits, step_weights, state = self.step(prev, memory, state)  # (B, V), (B, S)
+            step_logits, step_attended, state = self.step(prev, memory, state)  # (B, V), weights (B, 1, S)
             logits.append(step_logits)
-            weights.append(step_weights)
-        return torch.stack(logits, dim=1), torch.stack(weights, dim=1)  # (B, T, V), (B, T, S)
+            attended.append(step_attended)
+        return torch.stack(logits, dim=1), AttentionOutput.cat(attended)  # (B, T, V), weights (B, T, S)
 
-    def features(self, tgt_in: Tensor, memory: Memory) -> tuple[Tensor, Tensor]:
-        """Pre-output features of every step (B, T, O) and weights (B, T, S); default: a step loop."""
+    def features(self, tgt_in: Tensor, memory: Memory) -> tuple[Tensor, AttentionOutput]:
+        """Pre-output features of every step (B, T, O) and their attention (weights (B, T, S)); default: a step loop."""
         embedded = self.dropout(self.embedding(tgt_in))  # (B, T, E)
         state = self.init_state(memory)
-        features, weights = [], []
+        features, attended = [], []
         for t in range(tgt_in.size(1)):
-            feature, weight, state = self._step_features(embedded[:, t : t + 1], memory, state)
+            feature, step_attended, state = self._step_features(embedded[:, t : t + 1], memory, state)
             features.append(feature)
-            weights.append(weight)
-        return torch.cat(features, dim=1), torch.cat(weights, dim=1)
+            attended.append(step_attended)
+        return torch.cat(features, dim=1), AttentionOutput.cat(attended)
 
     def attention_penalty(self, weights: Tensor, target_mask: Tensor, source_mask: Tensor) -> Tensor:
         """Doubly stochastic regularisation, Xu et al. 2015 eq. 14: lambda * sum_i (1 - sum_t alpha_ti)^2.

@@ -45,9 +45,9 @@ class BeamSearch:
         prev = torch.full((batch * k,), bos_id, dtype=torch.long, device=device)
         offsets = (torch.arange(batch, device=device) * k).unsqueeze(1)  # (B, 1)
         history = torch.empty(batch, k, 0, dtype=torch.long, device=device)
-        history_weights = memory.values.new_empty(batch, k, 0, memory.values.size(1))
+        history_weights = None  # (B, K, T, S), or (B, K, T, H + 1, S) with each head's weights after the mean
         for t in range(int(limits.max())):
-            logits, step_weights, state = decoder.step(prev, memory, state)  # (B*K, V), (B*K, S)
+            logits, attended, state = decoder.step(prev, memory, state)  # (B*K, V), weights (B*K, 1, S)
             vocab = logits.size(-1)
             logp = forbid(torch.log_softmax(logits.float(), dim=-1), [pad_id, bos_id]).view(batch, k, vocab)
             logp = self._constrain(logp, finished, t + 1 >= limits, eos_id, pad_id)
@@ -56,9 +56,11 @@ class BeamSearch:
             flat_origin = (offsets + origin).view(-1)  # (B*K,)
             state = reorder_state(state, flat_origin)
             history = torch.cat([_gather_beams(history, origin), token.unsqueeze(-1)], dim=-1)
-            step_weights = step_weights.view(batch, k, 1, -1)
-            history_weights = torch.cat([history_weights, step_weights], dim=2)
-            history_weights = _gather_beams(history_weights, origin)
+            step_weights = _step_weights(attended)
+            step_weights = step_weights.view(batch, k, *step_weights.shape[1:])  # (B, K, 1, [H + 1,] S)
+            if history_weights is not None:
+                step_weights = torch.cat([history_weights, step_weights], dim=2)
+            history_weights = _gather_beams(step_weights, origin)
             finished = finished.gather(1, origin) | (token == eos_id)
             scores, prev = top_scores, token.view(-1)
             if bool(finished.all()):
@@ -86,15 +88,25 @@ class BeamSearch:
         normalised = scores / self.penalty(lengths)
         best = normalised.argmax(dim=-1)  # (B,)
         rows = torch.arange(history.size(0), device=history.device)
+        weights = history_weights[rows, best]  # (B, T, S) or (B, T, H + 1, S)
+        heads = None if weights.dim() == 3 else weights[:, :, 1:].transpose(1, 2)  # (B, H, T, S)
         return SearchResult(
             tokens=history[rows, best],  # (B, T)
             lengths=lengths[rows, best],
-            weights=history_weights[rows, best],  # (B, T, S)
+            weights=weights if heads is None else weights[:, :, 0],  # (B, T, S)
+            head_weights=heads,
             scores=normalised[rows, best],
             eos_id=eos_id,
             grid=grid,
             source_lengths=source_lengths,
         )
+
+
+def _step_weights(attended) -> Tensor:
+    """A step's weights (B*K, 1, S), with the heads' (B*K, H, 1, S) as (B*K, 1, H + 1, S) after them."""
+    if attended.head_weights is None:
+        return attended.weights
+    return torch.cat([attended.weights.unsqueeze(2), attended.head_weights.transpose(1, 2)], dim=2)
 
 
 def _gather_beams(tensor: Tensor, origin: Tensor) -> Tensor:

@@ -26,9 +26,9 @@ class GreedySearch:
         finished = torch.zeros(batch, dtype=torch.bool, device=prev.device)
         scores = torch.zeros(batch, device=prev.device)
         tokens: list[Tensor] = []
-        weights: list[Tensor] = []
+        attended: list = []
         for t in range(int(limits.max())):
-            logits, step_weights, state = decoder.step(prev, memory, state)  # (B, V), (B, S)
+            logits, step_attended, state = decoder.step(prev, memory, state)  # (B, V), weights (B, 1, S)
             logp = forbid(torch.log_softmax(logits.float(), dim=-1), [pad_id, bos_id])
             best = logp.argmax(dim=-1)  # (B,)
             best = torch.where(t + 1 >= limits, torch.full_like(best, eos_id), best)
@@ -36,16 +36,18 @@ class GreedySearch:
             step_scores = logp.gather(1, best.unsqueeze(1)).squeeze(1)
             scores = scores + torch.where(finished, torch.zeros_like(scores), step_scores)
             tokens.append(best)
-            weights.append(step_weights)
+            attended.append(step_attended)
             finished = finished | (best == eos_id)
             if bool(finished.all()):
                 break
             prev = best
         tokens_t = torch.stack(tokens, dim=1)  # (B, T)
+        heads = [out.head_weights for out in attended]
         return SearchResult(
             tokens=tokens_t,
             lengths=(tokens_t != pad_id).sum(dim=1),
-            weights=torch.stack(weights, dim=1),  # (B, T, S)
+            weights=torch.cat([out.weights for out in attended], dim=1),  # (B, T, S)
+            head_weights=None if heads[0] is None else torch.cat(heads, dim=2),  # (B, H, T, S)
             scores=scores,
             eos_id=eos_id,
             grid=memory.grid,

@@ -17,6 +17,7 @@ class SearchResult:
     eos_id: int
     grid: tuple[int, int] | None = None  # the memory's (H, W) when it is an image grid (S == H*W)
     source_lengths: Tensor | None = None  # (B,) valid memory positions of each row (plots trim padding)
+    head_weights: Tensor | None = None  # (B, H, T, S) per-head weights of multi-head attention
 
     def sequences(self) -> list[list[int]]:
         """Output ids of each sentence, without the end token."""
