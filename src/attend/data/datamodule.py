@@ -18,7 +18,11 @@ log = logging.getLogger("attend.data")
 
 
 class PairSource(Protocol):
-    """Anything with ``splits()`` -> {"train", "val", "test"} -> (source, target) pairs."""
+    """Anything with ``splits()`` -> {"train", "val", "test"} -> (source, target) pairs.
+
+    A source that knows which source characters produce each target character (``DatePairs``)
+    also has ``alignments(split)``: one list of [start, end) spans (or None) per pair.
+    """
 
     def splits(self) -> dict[str, list[Pair]]: ...
 
@@ -38,7 +42,8 @@ class TranslationDataModule(L.LightningDataModule):
     pair, since they are scored on raw text. ``max_tokens`` caps padded tokens per train batch.
     Batches: ``src`` (B, S), ``src_lengths`` (B,), ``tgt`` (B, T) = bos + ids + eos,
     ``tgt_lengths`` (B,) (bos/eos included), ``ids`` (B,) positions in the split as read,
-    ``sources`` and ``references`` (raw text).
+    ``sources`` and ``references`` (raw text); val/test batches of a source with ``alignments``
+    also carry ``alignments`` (for each reference character, its source characters' span or None).
     """
 
     modality = "text"  # what it feeds the encoder; the config check matches it with the encoder's
@@ -73,6 +78,7 @@ class TranslationDataModule(L.LightningDataModule):
         self.seed = seed
         self.cache_dir = None if cache_dir is None else str(cache_dir)
         self.splits: dict[str, list[Pair]] | None = None
+        self.alignments: dict[str, list] = {}  # val/test reference-to-source spans, when the source knows them
         self.train_dataset: TranslationDataset | None = None
         self.val_dataset: TranslationDataset | None = None
         self.test_dataset: TranslationDataset | None = None
@@ -100,8 +106,15 @@ class TranslationDataModule(L.LightningDataModule):
         if self.train_dataset is not None:
             return
         self.splits = self.source.splits()
+        self.alignments = self._source_alignments()
         self._fit_tokenizers(self.splits["train"])
         self._encode_splits()
+
+    def _source_alignments(self) -> dict[str, list]:
+        """Val/test alignments for attention metrics (AlignmentError), from sources that have ``alignments``."""
+        if not hasattr(self.source, "alignments"):
+            return {}
+        return {split: self.source.alignments(split) for split in ("val", "test")}
 
     def _fit_tokenizers(self, train: list[Pair]) -> None:
         for tokenizer, side in ((self.src_tokenizer, 0), (self.tgt_tokenizer, 1)):
@@ -114,8 +127,8 @@ class TranslationDataModule(L.LightningDataModule):
     def _encode_splits(self) -> None:
         assert self.splits is not None
         self.train_dataset = self._encode(self.splits["train"], filter_long=True)
-        self.val_dataset = self._encode(self.splits["val"], filter_long=False)
-        self.test_dataset = self._encode(self.splits["test"], filter_long=False)
+        self.val_dataset = self._encode(self.splits["val"], filter_long=False, alignments=self.alignments.get("val"))
+        self.test_dataset = self._encode(self.splits["test"], filter_long=False, alignments=self.alignments.get("test"))
         log.info(
             "pairs: train %d, val %d, test %d; vocab: source %d, target %d",
             len(self.train_dataset),
@@ -125,7 +138,7 @@ class TranslationDataModule(L.LightningDataModule):
             self.tgt_tokenizer.vocab_size,
         )
 
-    def _encode(self, pairs: list[Pair], filter_long: bool) -> TranslationDataset:
+    def _encode(self, pairs: list[Pair], filter_long: bool, alignments: list | None = None) -> TranslationDataset:
         src = [self.src_tokenizer.encode(s) for s, _ in pairs]
         tgt = [self.tgt_tokenizer.encode(t) for _, t in pairs]
         keep = range(len(pairs))
@@ -149,6 +162,7 @@ class TranslationDataModule(L.LightningDataModule):
             sources=[pairs[i][0] for i in keep],
             references=[pairs[i][1] for i in keep],
             ids=list(keep),
+            alignments=None if alignments is None else [alignments[i] for i in keep],
         )
 
     # loaders ---------------------------------------------------------------------------------

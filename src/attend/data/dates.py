@@ -5,10 +5,13 @@ from __future__ import annotations
 import datetime
 import random
 from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import cached_property
 
 from babel import Locale
 from babel.dates import format_date
 
+from attend.data.date_alignment import Span, date_pieces, iso_alignment
 from attend.data.splitting import Pair
 
 FIRST_DAY = datetime.date(1950, 1, 1)
@@ -18,6 +21,37 @@ DEFAULT_LOCALES = ("en_US", "en_GB", "de_DE", "fr_FR", "es_ES", "it_IT", "nl_NL"
 DEFAULT_FORMATS = ("short", "medium", "long", "full", "d MMM y", "MMMM d, y", "EEEE d MMMM y", "dd.MM.y")
 
 
+def normalize_spaces(text: str) -> str:
+    """Single spaces between words: Babel may emit no-break and narrow spaces."""
+    return " ".join(text.split())
+
+
+@dataclass(frozen=True)
+class WrittenDate:
+    """One drawn example: a day, and the format and locale it is written in."""
+
+    date: datetime.date
+    format: str
+    locale: Locale
+
+    @cached_property
+    def text(self) -> str:
+        """The date as Babel writes it, spaces normalised."""
+        return normalize_spaces(format_date(self.date, self.format, locale=self.locale))
+
+    def pair(self) -> Pair:
+        """(written date, ISO date)."""
+        return self.text, self.date.isoformat()
+
+    def alignment(self) -> list[Span | None]:
+        """For each character of the ISO date, the [start, end) span of the written field it comes from."""
+        pieces = date_pieces(self.date, self.format, self.locale)
+        rebuilt = normalize_spaces("".join(text for text, _ in pieces))
+        if rebuilt != self.text:  # the spans hold only if the rebuild is Babel's own text
+            raise ValueError(f"rebuilt {rebuilt!r} differs from Babel's {self.text!r} ({self.format}, {self.locale})")
+        return iso_alignment(pieces)
+
+
 class DatePairs:
     """Synthetic (written date, ``YYYY-MM-DD``) pairs drawn uniformly from 1950-2049 with Babel.
 
@@ -25,6 +59,8 @@ class DatePairs:
     training dates are drawn from the remaining days, so ``n_train`` may exceed their number.
     Two-digit years are unambiguous in this century window. Locale conventions themselves can
     collide (en_US ``3/5/61`` is 5 March in es_ES), as in real data: a small accuracy ceiling.
+    ``alignments(split)`` knows which written characters produce each ISO character (for
+    attention metrics), from the locale and format each pair was drawn with.
     """
 
     def __init__(
@@ -45,23 +81,37 @@ class DatePairs:
         self.locales = [Locale.parse(name) for name in locales]
         self.formats = list(formats)
 
-    def _written(self, day: int, rng: random.Random) -> Pair:
+    def _draw(self, day: int, rng: random.Random) -> WrittenDate:
         date = FIRST_DAY + datetime.timedelta(days=day)
-        text = format_date(date, rng.choice(self.formats), locale=rng.choice(self.locales))
-        return " ".join(text.split()), date.isoformat()  # Babel may emit no-break spaces
+        return WrittenDate(date, rng.choice(self.formats), rng.choice(self.locales))  # format first, then locale
+
+    def _draws(self, include_train: bool = True) -> dict[str, list[WrittenDate]]:
+        """{"train", "val", "test"} -> drawn dates; the held-out ones come first in the random stream."""
+        rng = random.Random(self.seed)
+        held_out = rng.sample(range(N_DAYS), self.n_val + self.n_test)
+        test = [self._draw(day, rng) for day in held_out[: self.n_test]]
+        val = [self._draw(day, rng) for day in held_out[self.n_test :]]
+        if not include_train:
+            return {"train": [], "val": val, "test": test}
+        taken = set(held_out)
+        free_days = [day for day in range(N_DAYS) if day not in taken]
+        held_out_texts = {written.text for written in test + val}
+        train: list[WrittenDate] = []
+        while len(train) < self.n_train:
+            written = self._draw(rng.choice(free_days), rng)
+            if written.text not in held_out_texts:  # e.g. an en_US and an es_ES short date that collide
+                train.append(written)
+        return {"train": train, "val": val, "test": test}
 
     def splits(self) -> dict[str, list[Pair]]:
         """{"train", "val", "test"} -> (written date, ISO date) pairs."""
-        rng = random.Random(self.seed)
-        held_out = rng.sample(range(N_DAYS), self.n_val + self.n_test)
-        test = [self._written(day, rng) for day in held_out[: self.n_test]]
-        val = [self._written(day, rng) for day in held_out[self.n_test :]]
-        taken = set(held_out)
-        free_days = [day for day in range(N_DAYS) if day not in taken]
-        held_out_texts = {src for src, _ in test + val}
-        train: list[Pair] = []
-        while len(train) < self.n_train:
-            pair = self._written(rng.choice(free_days), rng)
-            if pair[0] not in held_out_texts:  # e.g. an en_US and an es_ES short date that collide
-                train.append(pair)
-        return {"train": train, "val": val, "test": test}
+        return {name: [written.pair() for written in drawn] for name, drawn in self._draws().items()}
+
+    def alignments(self, split: str) -> list[list[Span | None]]:
+        """For each pair of ``split`` (as ``splits()`` lists them), each ISO character's source span.
+
+        Year characters point at the written year, month characters at the month (digits or a
+        name such as "März"), day characters at the day; the hyphens at None. Spans are [start,
+        end) character indices of the written date.
+        """
+        return [written.alignment() for written in self._draws(include_train=split == "train")[split]]

@@ -3,18 +3,23 @@
 from torchmetrics.text import CharErrorRate, WordErrorRate
 
 from attend.metrics.alignment import MonotoneAlignment
+from attend.metrics.alignment_error import AlignmentError
 from attend.metrics.base import AttentionMetric
 from attend.metrics.caption import CaptionBLEU, CIDErD, caption_tokens
+from attend.metrics.diagnostics import AttentionEntropy, CoverageDeficit
 from attend.metrics.grounding import Grounding, box_cells
 from attend.metrics.text import BLEU, ChrF, ExactMatch
 
 __all__ = [
+    "AlignmentError",
+    "AttentionEntropy",
     "AttentionMetric",
     "BLEU",
     "CaptionBLEU",
     "CharErrorRate",
     "ChrF",
     "CIDErD",
+    "CoverageDeficit",
     "ExactMatch",
     "Grounding",
     "MonotoneAlignment",

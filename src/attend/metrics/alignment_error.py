@@ -1,0 +1,51 @@
+"""Alignment error against a known alignment: does each output character attend where it comes from?"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from attend.metrics.base import AttentionMetric
+from attend.search import SearchResult
+
+
+class AlignmentError(AttentionMetric):
+    """Share of output characters whose strongest source position lies outside their true source span, in percent.
+
+    ``batch["alignments"]`` gives, for each row, each reference character's [start, end) span of
+    source characters (or None: no source character, such as the hyphens of an ISO date); data=dates
+    provides it. The decoded output may differ from the reference, so only steps whose decoded
+    token equals the reference character at the same position are compared: targets must be
+    character level (one token per character). Rows without an alignment, batches without
+    ``alignments`` and memories over an image grid are not counted.
+    """
+
+    higher_is_better = False
+    full_state_update = False  # each update adds to sums: states of ranks or batches merge by addition
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.add_state("errors", default=torch.tensor(0, dtype=torch.long), dist_reduce_fx="sum")
+        self.add_state("count", default=torch.tensor(0, dtype=torch.long), dist_reduce_fx="sum")
+
+    def update_from_search(self, batch: dict, result: SearchResult, tokenizer) -> None:
+        if result.grid is not None or "alignments" not in batch:
+            return
+        peaks = result.weights.detach().argmax(dim=-1).cpu()  # (B, T): the strongest source position of each step
+        errors = count = 0
+        rows = zip(batch["alignments"], batch["references"], strict=True)
+        for i, (spans, reference) in enumerate(rows):
+            if spans is None:
+                continue
+            decoded = tokenizer.tokens(result.tokens[i, : int(result.lengths[i])].tolist())
+            for t, (token, expected, span) in enumerate(zip(decoded, reference, spans, strict=False)):
+                if span is None or token != expected:
+                    continue
+                start, end = span
+                errors += not start <= int(peaks[i, t]) < end
+                count += 1
+        self.errors += errors
+        self.count += count
+
+    def compute(self) -> Tensor:
+        return 100.0 * self.errors.double() / self.count.clamp(min=1).double()
