@@ -56,18 +56,27 @@ class MultiHeadAttention(Attention):
         """(B, L, H*dk) -> (B, H, L, dk)."""
         return x.view(x.size(0), x.size(1), self.num_heads, self.head_dim).transpose(1, 2)
 
+    def queries(self, query: Tensor) -> Tensor:
+        """Q W^Q split into heads: (B, T, Dq) -> (B, H, T, dk)."""
+        return self._split(self.query_proj(query))
+
+    def keys_values(self, values: Tensor) -> tuple[Tensor, Tensor]:
+        """K W^K and V W^V split into heads: (B, S, Dv) -> (B, H, S, dk) each."""
+        return self._split(self.key_proj(values)), self._split(self.value_proj(values))
+
+    def merge(self, heads: Tensor) -> Tensor:
+        """Concat(head_1..head_h) W^O: (B, H, T, dk) -> (B, T, output_dim)."""
+        return self.out_proj(heads.transpose(1, 2).flatten(2))
+
     def prepare(self, memory: Memory) -> Memory:
-        keys = self._split(self.key_proj(memory.values))  # (B, H, S, dk)
-        values = self._split(self.value_proj(memory.values))  # (B, H, S, dk)
+        keys, values = self.keys_values(memory.values)  # (B, H, S, dk) each
         return memory.replace(keys=keys, projected_values=values)
 
     def score(self, query: Tensor, memory: Memory, state: dict[str, Tensor]) -> Tensor:
         """Per-head energies (B, H, T, S); the base averages the heads' weights into ``weights``."""
-        q = self._split(self.query_proj(query))  # (B, H, T, dk)
+        q = self.queries(query)  # (B, H, T, dk)
         return torch.matmul(q, memory.keys.transpose(-1, -2)) / math.sqrt(self.head_dim)  # (B, H, T, S)
 
     def read(self, weights: Tensor, memory: Memory) -> Tensor:
         dropped = self.dropout(weights).to(memory.projected_values.dtype)  # (B, H, T, S)
-        heads = torch.matmul(dropped, memory.projected_values)  # (B, H, T, dk)
-        heads = heads.transpose(1, 2).flatten(2)  # (B, T, H*dk)
-        return self.out_proj(heads)  # (B, T, output_dim)
+        return self.merge(torch.matmul(dropped, memory.projected_values))  # (B, T, output_dim)

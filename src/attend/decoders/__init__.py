@@ -3,5 +3,6 @@
 from attend.decoders.bahdanau import BahdanauDecoder
 from attend.decoders.luong import LuongDecoder
 from attend.decoders.rnn import RNNDecoder
+from attend.decoders.transformer import TransformerDecoder
 
-__all__ = ["RNNDecoder", "BahdanauDecoder", "LuongDecoder"]
+__all__ = ["RNNDecoder", "BahdanauDecoder", "LuongDecoder", "TransformerDecoder"]

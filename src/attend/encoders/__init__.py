@@ -4,5 +4,6 @@ from attend.encoders.audio import AudioEncoder
 from attend.encoders.image_cnn import CNNEncoder
 from attend.encoders.resnet import ResNetEncoder, WeightsError
 from attend.encoders.text import TextEncoder
+from attend.encoders.transformer import TransformerEncoder
 
-__all__ = ["AudioEncoder", "CNNEncoder", "ResNetEncoder", "TextEncoder", "WeightsError"]
+__all__ = ["AudioEncoder", "CNNEncoder", "ResNetEncoder", "TextEncoder", "TransformerEncoder", "WeightsError"]
