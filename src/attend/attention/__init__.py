@@ -5,9 +5,11 @@ from attend.attention.base import Attention, AttentionOutput, mask_value, masked
 from attend.attention.cosine import CosineAttention
 from attend.attention.dot import DotAttention
 from attend.attention.general import GeneralAttention
+from attend.attention.hard import HardAttention
 from attend.attention.location import LocationAttention
 from attend.attention.multihead import MultiHeadAttention
 from attend.attention.scaled_dot import ScaledDotAttention
+from attend.attention.self_attention import SelfAttention
 
 __all__ = [
     "Attention",
@@ -16,9 +18,11 @@ __all__ = [
     "CosineAttention",
     "DotAttention",
     "GeneralAttention",
+    "HardAttention",
     "LocationAttention",
     "MultiHeadAttention",
     "ScaledDotAttention",
+    "SelfAttention",
     "masked_softmax",
     "mask_value",
 ]
