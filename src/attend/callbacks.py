@@ -20,16 +20,18 @@ class AttentionPlots(L.Callback):
     """Decode a fixed set of validation examples each validation epoch; plot and log their attention.
 
     PNGs land in ``<output_dir>/attention/epoch_XXX/``; W&B receives images and a table of
-    source, reference and output; TensorBoard receives figures and text.
+    source, reference and output; TensorBoard receives figures and text. With multi-head attention
+    ``per_head`` draws one panel per head; otherwise the heads' mean.
     """
 
     def __init__(
-        self, plot: Callable, output_dir: str, num_examples: int = 4, every_n_epochs: int = 1
+        self, plot: Callable, output_dir: str, num_examples: int = 4, every_n_epochs: int = 1, per_head: bool = True
     ) -> None:
         self.plot = plot
         self.output_dir = Path(output_dir)
         self.num_examples = num_examples
         self.every_n_epochs = every_n_epochs
+        self.per_head = per_head
 
     @rank_zero_only
     def on_validation_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
@@ -42,7 +44,9 @@ class AttentionPlots(L.Callback):
         datamodule = trainer.datamodule
         batch = datamodule.example_batch(self.num_examples, split=split)
         folder = self.output_dir / "attention" / name
-        figures, paths, rows = draw_attention(pl_module, datamodule, batch, self.plot, folder, name)
+        figures, paths, rows = draw_attention(
+            pl_module, datamodule, batch, self.plot, folder, name, per_head=self.per_head
+        )
         (folder / "samples.tsv").write_text(
             "source\treference\toutput\n" + "".join("\t".join(r) + "\n" for r in rows), encoding="utf-8"
         )
@@ -54,12 +58,13 @@ class AttentionPlots(L.Callback):
 
 def draw_attention(
     pl_module: L.LightningModule, datamodule, batch: dict, plot: Callable, folder: Path, name: str,
-    stem: str = "example", first: int = 0,
+    stem: str = "example", first: int = 0, per_head: bool = False,
 ) -> tuple[list, list[str], list[list[str]]]:
     """Decode ``batch`` with the validation search, save one attention figure per example as
     ``folder/<stem>_<first + N>.png``; returns (figures, paths, rows of source, reference, output).
 
-    Weights over an image grid reach ``plot`` as (T, h, w), over a sequence as (T, S); the source
+    Weights over an image grid reach ``plot`` as (T, h, w), over a sequence as (T, S); with
+    ``per_head`` and a multi-head search result, with a leading head axis (H, T, ...). The source
     is what ``datamodule.plot_source`` gives (tokens, an image, a spectrogram).
     """
     batch = pl_module.transfer_batch_to_device(batch, pl_module.device, 0)
@@ -73,11 +78,14 @@ def draw_attention(
     for i, hypothesis in enumerate(hypotheses):
         length = int(result.lengths[i])
         output = tokenizer.tokens(result.tokens[i, :length].tolist())
-        weights = result.weights[i, :length].float().cpu().numpy()  # (T, S)
+        if per_head and result.head_weights is not None:
+            weights = result.head_weights[i, :, :length].float().cpu().numpy()  # (H, T, S)
+        else:
+            weights = result.weights[i, :length].float().cpu().numpy()  # (T, S)
         if result.grid is not None:
-            weights = weights.reshape(length, *result.grid)  # (T, h, w)
+            weights = weights.reshape(*weights.shape[:-1], *result.grid)  # ([H,] T, h, w)
         elif result.source_lengths is not None:
-            weights = weights[:, : int(result.source_lengths[i])]  # (T, S_i): no padding columns
+            weights = weights[..., : int(result.source_lengths[i])]  # ([H,] T, S_i): no padding columns
         fig = plot(weights, datamodule.plot_source(batch, i), output, title=f"{name} example {i}")
         path = folder / f"{stem}_{first + i}.png"
         fig.savefig(path, format="png")
