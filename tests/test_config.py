@@ -7,11 +7,13 @@ import subprocess
 import sys
 
 import pytest
+import torch
 from hydra import compose, initialize_config_dir
 from hydra.utils import get_class, instantiate
 from omegaconf import OmegaConf, open_dict
 
 from attend.builder import ConfigError, check_config
+from attend.memory import Memory
 from tests.conftest import ROOT
 
 CONF = ROOT / "conf"
@@ -51,7 +53,8 @@ def test_every_combination_composes_and_instantiates(task, attention, decoder, e
     assert cfg.hydra.runtime.choices.encoder == encoder
     cfg = resolve_paths(cfg)
     modality = get_class(cfg.data._target_).modality
-    if get_class(cfg.encoder._target_).modality != modality:
+    reads = get_class(cfg.encoder._target_).modality  # None: any modality (encoder=transformer)
+    if reads not in (None, modality):
         with pytest.raises(ConfigError, match=f"gives {modality}: choose an {modality} encoder"):
             check_config(cfg)  # refused at start-up, before any data is read
         return
@@ -60,7 +63,9 @@ def test_every_combination_composes_and_instantiates(task, attention, decoder, e
     decoder_module = instantiate(
         cfg.decoder, vocab_size=60, pad_id=0, memory_dim=encoder_module.output_dim, attention=instantiate(cfg.attention)
     )
-    assert decoder_module.attention.value_dim == encoder_module.output_dim
+    memory = Memory(values=torch.randn(2, 5, encoder_module.output_dim), mask=torch.ones(2, 5, dtype=torch.bool))
+    logits, attended = decoder_module.eval()(torch.randint(3, 60, (2, 3)), memory)  # the decoder reads this memory
+    assert logits.shape == (2, 3, 60) and attended.weights.shape == (2, 3, 5)
     for name in ("val_search", "test_search"):
         assert callable(instantiate(cfg.model[name]))
     assert all(callable(getattr(m, "update", None)) for m in instantiate(cfg.model.metrics).values())
@@ -95,3 +100,18 @@ def test_missing_mandatory_value_is_named_at_start_up():
         cfg = resolve_paths(compose(config_name="eval"))
     with pytest.raises(ConfigError, match="ckpt_path"):
         check_config(cfg)
+
+
+def test_an_option_tuned_for_another_decoder_is_refused_by_name():
+    # experiment=dates sets the RNN decoder's embedding_dim and hidden_size; the Transformer has neither
+    cfg = resolve_paths(compose_train(["experiment=dates", "decoder=transformer"]))
+    with pytest.raises(ConfigError, match="TransformerDecoder has no option embedding_dim, hidden_size.*~decoder"):
+        check_config(cfg)
+
+
+def test_the_task_tunes_only_the_encoder_and_decoder_chosen():
+    rnn = compose_train(["task=caption"])
+    assert rnn.decoder.rnn_type == "lstm" and rnn.decoder.context_gate  # conf/task_tuning/decoder/caption_bahdanau
+    transformer = resolve_paths(compose_train(["task=caption", "decoder=transformer"]))
+    assert "rnn_type" not in transformer.decoder
+    check_config(transformer)

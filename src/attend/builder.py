@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import inspect
+
 import lightning as L
 from hydra.utils import get_class, instantiate
 from omegaconf import DictConfig, OmegaConf
@@ -23,6 +25,39 @@ def check_config(cfg: DictConfig) -> None:
         )
     if "encoder" in cfg and "data" in cfg:
         check_modality(cfg)
+    for group in ("encoder", "attention", "decoder"):
+        check_options(cfg, group)
+
+
+def check_options(cfg: DictConfig, group: str) -> None:
+    """Every option of a group's config must be a parameter of its class: an option tuned for another
+    choice (an RNN size given to decoder=transformer by an experiment, say) is refused by name."""
+    node = cfg.get(group)
+    if not node or "_target_" not in node:
+        return
+    accepted = init_parameters(get_class(node._target_))
+    if accepted is None:
+        return
+    unknown = [key for key in node if not str(key).startswith("_") and key not in accepted]
+    if unknown:
+        raise ConfigError(
+            f"{group} {node._target_} has no option {', '.join(unknown)}; its options are "
+            f"{', '.join(sorted(accepted))}. A task or experiment tuned for another {group} set it: choose that "
+            f"{group}, or an experiment made for this one, or drop the option with ~{group}.{unknown[0]}"
+        )
+
+
+def init_parameters(cls: type) -> set[str] | None:
+    """Names ``cls(...)`` accepts, following ``**kwargs`` up the base classes; None when anything goes."""
+    names: set[str] = set()
+    for klass in cls.__mro__:
+        if "__init__" not in vars(klass):
+            continue
+        parameters = inspect.signature(klass.__init__).parameters.values()
+        names |= {p.name for p in parameters if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)} - {"self"}
+        if not any(p.kind == p.VAR_KEYWORD for p in parameters):
+            return names
+    return None
 
 
 def check_modality(cfg: DictConfig) -> None:

@@ -12,6 +12,7 @@ from torchmetrics import Metric
 
 from attend.attention import AttentionOutput
 from attend.metrics import AttentionMetric
+from attend.reinforce import Reinforce, samples_attention
 from attend.search import SearchResult
 
 # checkpoint key of each tokenizer role, as the data modules' load_state_dict reads them
@@ -40,6 +41,7 @@ class Seq2Seq(L.LightningModule):
         scheduler: Callable | None = None,
         label_smoothing: float = 0.1,
         ctc_weight: float = 0.0,
+        reinforce: Reinforce | None = None,
         run_config: dict | None = None,
     ) -> None:
         super().__init__()
@@ -57,10 +59,14 @@ class Seq2Seq(L.LightningModule):
         self.ctc_weight = ctc_weight
         # hybrid CTC/attention (Watanabe et al. 2017, ESPnet): a CTC output layer on the encoder, blank = pad id
         self.ctc_head = nn.Linear(encoder.output_dim, self.target_tokenizer.vocab_size) if ctc_weight > 0 else None
+        # the REINFORCE term of hard attention; kept only when the decoder samples (no buffer otherwise)
+        self.reinforce = reinforce if samples_attention(decoder) else None
         self.run_config = run_config or {}
         self.val_metrics = nn.ModuleDict({name: metric.clone() for name, metric in metrics.items()})
         self.test_metrics = nn.ModuleDict({name: metric.clone() for name, metric in metrics.items()})
         self.test_predictions: list[dict] = []
+        # the progress bar shows the first text metric (BLEU, CER), not a diagnostic a data config adds
+        self.headline_metric = next((n for n, m in metrics.items() if not isinstance(m, AttentionMetric)), None)
 
     # -- model ----------------------------------------------------------------------------
     def encode(self, batch: dict):
@@ -91,7 +97,8 @@ class Seq2Seq(L.LightningModule):
     # -- steps ----------------------------------------------------------------------------
     def teacher_forced_losses(self, batch: dict) -> dict[str, Tensor]:
         """The parts of the objective: ``cross_entropy`` of predicting tgt[1:] from tgt[:-1] and the
-        source, ``attention_penalty`` (decoders with ``doubly_stochastic``), ``ctc`` (with ``ctc_weight``)."""
+        source, ``attention_penalty`` (decoders with ``doubly_stochastic``), ``ctc`` (with ``ctc_weight``),
+        ``reinforce`` (hard attention while training: the term that trains where it looks)."""
         memory = self.encode(batch)
         tgt_out = batch["tgt"][:, 1:]
         logits, attended = self.decoder(batch["tgt"][:, :-1], memory)  # (B, T, V), weights (B, T, S)
@@ -101,6 +108,8 @@ class Seq2Seq(L.LightningModule):
             losses["attention_penalty"] = self.decoder.attention_penalty(attended.weights, target_mask, memory.mask)
         if self.ctc_head is not None:
             losses["ctc"] = self.ctc_loss(memory, batch["tgt"])
+        if attended.log_prob is not None and self.reinforce is not None:
+            losses["reinforce"] = self.reinforce(logits, tgt_out, attended, self.target_tokenizer.pad_id)
         return losses
 
     def ctc_loss(self, memory, tgt: Tensor) -> Tensor:
@@ -119,7 +128,7 @@ class Seq2Seq(L.LightningModule):
 
     def objective(self, losses: dict[str, Tensor]) -> Tensor:
         """The training loss from its parts."""
-        attention_loss = losses["cross_entropy"] + losses.get("attention_penalty", 0.0)
+        attention_loss = losses["cross_entropy"] + losses.get("attention_penalty", 0.0) + losses.get("reinforce", 0.0)
         if "ctc" not in losses:
             return attention_loss
         return (1.0 - self.ctc_weight) * attention_loss + self.ctc_weight * losses["ctc"]
@@ -132,7 +141,9 @@ class Seq2Seq(L.LightningModule):
         losses = self.teacher_forced_losses(batch)
         loss = self.objective(losses)
         batch_size = batch["tgt"].size(0)
-        self.log(f"{stage}/loss", loss, prog_bar=True, batch_size=batch_size, sync_dist=stage != "train")
+        # the REINFORCE term is a surrogate (its gradient is the estimate; its value is no loss): not in the log
+        logged = self.objective({name: value for name, value in losses.items() if name != "reinforce"})
+        self.log(f"{stage}/loss", logged, prog_bar=True, batch_size=batch_size, sync_dist=stage != "train")
         for name, value in losses.items():
             if name != "cross_entropy":
                 self.log(f"{stage}/{name}", value, batch_size=batch_size, sync_dist=stage != "train")
@@ -146,7 +157,7 @@ class Seq2Seq(L.LightningModule):
                 metric.update(batch, result, self.target_tokenizer)  # torchmetrics' wrapped update
             else:
                 metric.update(hypotheses, batch["references"])
-            self.log(f"{stage}/{name}", metric, prog_bar=name == next(iter(metrics)), batch_size=batch_size)
+            self.log(f"{stage}/{name}", metric, prog_bar=name == self.headline_metric, batch_size=batch_size)
         if stage == "test":
             rows = zip(batch["ids"].tolist(), batch["sources"], batch["references"], hypotheses, strict=True)
             for index, source, reference, hypothesis in rows:

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from pathlib import Path
 
 import lightning as L
+from hydra.core.hydra_config import HydraConfig
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
@@ -32,7 +34,9 @@ def train(cfg: DictConfig) -> float | None:
         callbacks=instantiate_all(cfg.get("callbacks")),
         logger=instantiate_all(cfg.get("logger")),
     )
+    started = time.perf_counter()
     trainer.fit(model, datamodule=datamodule, ckpt_path=cfg.get("ckpt_path"))
+    fit_seconds = time.perf_counter() - started
     monitored = trainer.callback_metrics.get(cfg.monitor.metric)
     checkpoint = trainer.checkpoint_callback
     if checkpoint is not None and checkpoint.best_model_score is not None:
@@ -43,8 +47,27 @@ def train(cfg: DictConfig) -> float | None:
         best = "best" if checkpoint is not None and checkpoint.best_model_path else None
         test_metrics = trainer.test(model, datamodule=datamodule, ckpt_path=best, verbose=False)[0]
         write_results(output_dir, test_metrics, model.test_predictions)
+    monitored = None if monitored is None else float(monitored)
+    write_summary(output_dir, trainer, model, fit_seconds, cfg.monitor.metric, monitored, test_metrics)
     report(output_dir, test_metrics, checkpoint)
-    return None if monitored is None else float(monitored)
+    return monitored
+
+
+def write_summary(
+    output_dir: Path, trainer: L.Trainer, model: L.LightningModule, fit_seconds: float, monitor: str,
+    monitored: float | None, test_metrics: dict,
+) -> None:
+    """``summary.json``: what comparisons of runs read (training time, steps, size, best and test metrics)."""
+    summary = {
+        "choices": config_choices(),
+        "fit_seconds": round(fit_seconds, 1),
+        "epochs": trainer.current_epoch,
+        "steps": trainer.global_step,
+        "parameters": sum(p.numel() for p in model.parameters()),
+        "monitor": {"metric": monitor, "best": monitored},
+        "test": test_metrics,
+    }
+    (output_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
 
 
 def write_results(output_dir: Path, metrics: dict, predictions: list[dict]) -> None:
@@ -55,6 +78,14 @@ def write_results(output_dir: Path, metrics: dict, predictions: list[dict]) -> N
         f"{p['source']}\t{reference_text(p['reference'])}\t{p['hypothesis']}" for p in ordered
     ]
     (output_dir / "test_predictions.tsv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def config_choices() -> dict[str, str]:
+    """The option picked in each config group (task, data, encoder, attention, decoder, ...), when run by Hydra."""
+    if not HydraConfig.initialized():
+        return {}
+    choices = HydraConfig.get().runtime.choices
+    return {group: str(option) for group, option in choices.items() if not group.startswith("hydra")}
 
 
 def report(output_dir: Path, test_metrics: dict, checkpoint) -> None:

@@ -1,0 +1,67 @@
+"""The matrix: every task x every attention type x every decoder, trained a few steps and searched
+through the real entry point (debug=fast). One Hydra multirun per task and decoder runs the attention
+types (imports once); each cell is its own test that reads its job's folder."""
+
+from __future__ import annotations
+
+import functools
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT
+from tests.test_entry_points import ATTENTION_TYPES, pngs, run
+
+DECODERS = sorted(p.stem for p in (ROOT / "conf" / "decoder").glob("*.yaml"))
+# tiny models: the decoder's query size equals the memory size, so dot-product types apply
+RNN_DECODER = ["decoder.embedding_dim=16", "decoder.hidden_size=64"]
+TRANSFORMER_DECODER = ["decoder.d_model=64", "decoder.num_layers=1", "decoder.num_heads=2", "decoder.ff_dim=128"]
+DECODER_OVERRIDES = {"bahdanau": RNN_DECODER, "luong": RNN_DECODER, "transformer": TRANSFORMER_DECODER}
+TASK_OVERRIDES = {
+    "mt": ["task=mt", "encoder.embedding_dim=16", "encoder.hidden_size=32"],
+    "caption": [
+        "task=caption", "data=shapes", "data.source.n_train=64", "data.source.n_val=8", "data.source.n_test=8",
+        "data.eval_batch_size=8", "encoder.channels=[8,16,16]", "encoder.output_dim=64",
+    ],
+    "asr": [
+        "task=asr", "data.source.num_train=32", "data.source.num_val=4", "data.source.num_test=4",
+        "data.batch_size=8", "encoder.hidden_size=32", "model.val_search.max_len_a=0.2",
+        "model.test_search.max_len_a=0.2", "model.test_search.beam_size=2",
+    ],
+}
+# what every cell must have measured: the task's main metrics and the attention diagnostics
+TASK_METRICS = {
+    "mt": {"test/bleu", "test/entropy", "test/coverage"},
+    "caption": {"test/bleu4", "test/cider", "test/pointing", "test/entropy", "test/coverage"},
+    "asr": {"test/cer", "test/wer", "test/monotonic", "test/entropy", "test/coverage"},
+}
+CELLS = [(task, attention, decoder) for task in TASK_OVERRIDES for decoder in DECODERS for attention in ATTENTION_TYPES]
+
+
+@functools.cache
+def sweep(task: str, decoder: str, root: Path) -> Path:
+    """Run every attention type for one task and decoder in one multirun; the sweep folder."""
+    folder = root / f"{task}-{decoder}"
+    run(
+        "train.py", "-m", f"attention={','.join(ATTENTION_TYPES)}", f"decoder={decoder}", *TASK_OVERRIDES[task],
+        *DECODER_OVERRIDES[decoder], "debug=fast", "logger=csv", "callbacks.attention_plots.num_examples=1",
+        "trainer.max_steps=2", "trainer.limit_val_batches=1", "trainer.limit_test_batches=1",
+        f"hydra.sweep.dir={folder}", timeout=900,
+    )
+    return folder
+
+
+@pytest.fixture(scope="module")
+def matrix_root(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("matrix")
+
+
+@pytest.mark.parametrize(("task", "attention", "decoder"), CELLS, ids=["-".join(cell) for cell in CELLS])
+def test_cell_trains_searches_and_plots(task, attention, decoder, matrix_root):
+    folder = sweep(task, decoder, matrix_root) / str(ATTENTION_TYPES.index(attention))
+    summary = json.loads((folder / "summary.json").read_text())
+    assert summary["choices"]["attention"] == attention and summary["choices"]["decoder"] == decoder
+    assert summary["steps"] == 2
+    assert TASK_METRICS[task] <= set(summary["test"]), sorted(summary["test"])
+    assert len(pngs(folder / "attention")) == 1  # one example plotted at the validation epoch
