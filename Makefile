@@ -6,7 +6,7 @@ STAMP := $(VENV)/.attend-installed
 # Debian packages the embedded data sets are built from
 DEB_PACKAGES := trans-de-en tuxpaint-stamps-default fonts-noto-color-emoji espeak-ng
 
-.PHONY: install debs train test lint clean
+.PHONY: install debs train test compare lint clean
 
 install: $(STAMP) debs
 
@@ -34,6 +34,21 @@ train: install
 
 test: install
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+# every attention type on the dates and the shapes, then the README's comparison tables (about an hour here)
+ATTENTION_TYPES := additive,dot,scaled_dot,general,cosine,location,multihead,hard
+COMPARE_DIR := outputs/compare
+compare: install
+	rm -rf $(COMPARE_DIR)
+	$(PY) train.py -m experiment=dates attention=$(ATTENTION_TYPES) hydra.sweep.dir=$(COMPARE_DIR)/dates
+	$(PY) train.py experiment=dates_transformer hydra.run.dir=$(COMPARE_DIR)/dates/transformer
+	$(PY) train.py -m experiment=shapes attention=$(ATTENTION_TYPES) trainer.max_epochs=6 hydra.sweep.dir=$(COMPARE_DIR)/shapes
+	$(PY) train.py experiment=shapes encoder=transformer decoder=transformer attention=multihead trainer.max_epochs=6 \
+		hydra.run.dir=$(COMPARE_DIR)/shapes/transformer
+	$(PY) scripts/compare_runs.py $(COMPARE_DIR)/dates --metrics test/exact test/alignment_error test/entropy \
+		--readme README.md --section dates
+	$(PY) scripts/compare_runs.py $(COMPARE_DIR)/shapes --metrics test/bleu4 test/cider test/pointing test/entropy \
+		--readme README.md --section shapes
 
 lint: install
 	$(VENV)/bin/ruff check src tests scripts train.py eval.py predict.py

@@ -34,9 +34,9 @@ def find_runs(folders: list[Path]) -> list[dict]:
     return runs
 
 
-def job_order(path: Path) -> tuple:
-    """Hydra numbers sweep jobs 0, 1, ..., 10: sort numerically, not as text."""
-    return tuple(int(part) if part.isdigit() else -1 for part in path.parent.parts) + (str(path),)
+def job_order(path: Path) -> list[tuple]:
+    """Hydra numbers sweep jobs 0, 1, ..., 10: sort numerically, not as text, and named folders after them."""
+    return [(0, int(part), "") if part.isdigit() else (1, 0, part) for part in path.parent.parts]
 
 
 def varying_groups(runs: list[dict]) -> list[str]:

@@ -12,7 +12,7 @@ from hydra.utils import instantiate
 from attend.data.audio import EspeakSpeech
 from tests.conftest import ROOT
 from tests.test_config import compose_train, resolve_paths
-from tests.test_entry_points import pngs, run, run_every_attention
+from tests.test_entry_points import pngs, run
 
 # a small espeak-ng corpus and model; short searches, since an untrained speller never stops by itself
 SMALL_ASR = [
@@ -29,13 +29,6 @@ SMALL_ASR = [
     "model.test_search.beam_size=2",
 ]
 ASR_METRICS = {"test/cer", "test/wer", "test/loss", "test/ctc"}
-
-
-def test_asr_debug_fast_trains_every_attention_type(tmp_path):
-    for attention, folder in run_every_attention(tmp_path, *SMALL_ASR, "debug=fast", "logger=csv").items():
-        metrics = json.loads((folder / "test_metrics.json").read_text())
-        assert ASR_METRICS <= set(metrics), attention
-        assert len(pngs(folder / "attention")) == 2, attention  # spectrogram + alignment, two examples
 
 
 def test_asr_train_then_evaluate_and_transcribe_audio_files(tmp_path):

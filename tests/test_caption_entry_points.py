@@ -12,7 +12,7 @@ from PIL import Image
 
 from attend.data.images import ShapeScenes
 from tests.conftest import ROOT
-from tests.test_entry_points import pngs, run, run_every_attention
+from tests.test_entry_points import pngs, run
 
 SMALL_SHAPES = [
     "task=caption",
@@ -23,15 +23,6 @@ SMALL_SHAPES = [
     "data.eval_batch_size=16",
 ]
 CAPTION_METRICS = {"test/bleu1", "test/bleu2", "test/bleu3", "test/bleu4", "test/cider", "test/loss"}
-
-
-def test_caption_debug_fast_trains_every_attention_type(tmp_path):
-    for attention, folder in run_every_attention(tmp_path, *SMALL_SHAPES, "debug=fast", "logger=csv").items():
-        metrics = json.loads((folder / "test_metrics.json").read_text())
-        assert CAPTION_METRICS | {"test/pointing", "test/grounding_mass"} <= set(metrics), attention
-        assert len(pngs(folder / "attention")) == 2, attention
-        rows = (folder / "test_predictions.tsv").read_text(encoding="utf-8").splitlines()
-        assert rows[1].startswith("shapes-test-0\t")  # every test image, in split order
 
 
 def test_default_caption_task_reads_the_tux_paint_stamps(tmp_path):

@@ -8,7 +8,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from attend.attention import AdditiveAttention, HardAttention, LocationAttention, MultiHeadAttention
+from attend.attention import HardAttention, LocationAttention, MultiHeadAttention
 from attend.decoders import BahdanauDecoder, LuongDecoder
 from attend.reinforce import Reinforce, samples_attention
 from tests.conftest import additive

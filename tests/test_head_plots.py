@@ -62,7 +62,10 @@ def test_spectrogram_alignment_draws_one_panel_per_head():
         close_figure(fig)
 
 
-@pytest.mark.parametrize("search", [GreedySearch(max_len_a=1.0, max_len_b=3), BeamSearch(3, max_len_a=1.0, max_len_b=3)])
+SEARCHES = [GreedySearch(max_len_a=1.0, max_len_b=3), BeamSearch(3, max_len_a=1.0, max_len_b=3)]
+
+
+@pytest.mark.parametrize("search", SEARCHES)
 def test_search_returns_each_heads_weights_of_the_chosen_output(memory, search):
     torch.manual_seed(0)
     heads = functools.partial(MultiHeadAttention, num_heads=2)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -44,3 +45,42 @@ def test_attention_memory_benchmark_prints_both_modes():
     assert "12,800 elements" in result.stdout
     assert re.search(r"at once: +[\d.]+ s forward \+ backward, peak memory \+[\d,]+ MB", result.stdout)
     assert re.search(r"chunks of <= 1,000: +[\d.]+ s", result.stdout), result.stdout
+
+
+def write_summary(folder, attention, exact, seconds):
+    folder.mkdir(parents=True)
+    summary = {
+        "choices": {"task": "mt", "data": "dates", "attention": attention, "decoder": "luong"},
+        "fit_seconds": seconds, "epochs": 4, "steps": 628, "parameters": 667_000,
+        "monitor": {"metric": "val/exact", "best": exact}, "test": {"test/exact": exact, "test/loss": 0.01},
+    }
+    (folder / "summary.json").write_text(json.dumps(summary))
+
+
+def test_compare_runs_tables_a_sweep_and_fills_the_readme_section(tmp_path):
+    sweep = tmp_path / "sweep"
+    for job, (attention, exact) in enumerate([("additive", 99.1), ("dot", 98.5)] + [("cosine", 97.0)] * 9):
+        write_summary(sweep / str(job), attention, exact, 185.4)
+    write_summary(sweep / "transformer", "multihead", 99.5, 300.0)
+    readme = tmp_path / "README.md"
+    readme.write_text("intro\n<!-- compare:dates -->\nold table\n<!-- /compare:dates -->\nend\n")
+    result = run(
+        "scripts/compare_runs.py", str(sweep), "--metrics", "test/exact", "--out", str(tmp_path / "table"),
+        "--readme", str(readme), "--section", "dates",
+    )
+    lines = result.stdout.splitlines()
+    assert lines[0] == "| attention | test/exact | training time | epochs | parameters |"  # only what varies
+    assert lines[2] == "| additive | 99.10 | 3 min 05 s | 4 | 0.67 M |"
+    assert lines[-1].startswith("| multihead | 99.50 | 5 min 00 s")  # job 10 before it, named folders last
+    assert lines[-2].startswith("| cosine |") and len(lines) == 2 + 12
+    assert (tmp_path / "table.csv").read_text().splitlines()[1].startswith("additive,99.10,")
+    content = readme.read_text()
+    assert "old table" not in content and "| additive | 99.10 |" in content
+    assert content.startswith("intro\n<!-- compare:dates -->\n|") and content.endswith("<!-- /compare:dates -->\nend\n")
+
+
+def test_compare_runs_says_what_is_missing(tmp_path):
+    result = subprocess.run(
+        [sys.executable, "scripts/compare_runs.py", str(tmp_path)], cwd=ROOT, capture_output=True, text=True
+    )
+    assert result.returncode != 0 and "no summary.json" in result.stderr and "did the runs finish" in result.stderr

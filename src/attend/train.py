@@ -57,7 +57,8 @@ def write_summary(
     output_dir: Path, trainer: L.Trainer, model: L.LightningModule, fit_seconds: float, monitor: str,
     monitored: float | None, test_metrics: dict,
 ) -> None:
-    """``summary.json``: what comparisons of runs read (training time, steps, size, best and test metrics)."""
+    """``summary.json``: what comparisons of runs read (training time, steps, size, the last validation
+    metrics, the best monitored value and the test metrics)."""
     summary = {
         "choices": config_choices(),
         "fit_seconds": round(fit_seconds, 1),
@@ -65,6 +66,7 @@ def write_summary(
         "steps": trainer.global_step,
         "parameters": sum(p.numel() for p in model.parameters()),
         "monitor": {"metric": monitor, "best": monitored},
+        "val": {k: float(v) for k, v in sorted(trainer.callback_metrics.items()) if k.startswith("val/")},
         "test": test_metrics,
     }
     (output_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
@@ -85,7 +87,11 @@ def config_choices() -> dict[str, str]:
     if not HydraConfig.initialized():
         return {}
     choices = HydraConfig.get().runtime.choices
-    return {group: str(option) for group, option in choices.items() if not group.startswith("hydra")}
+    # the groups a user picks; not Hydra's own, not the task tuning that follows them, not the unset ones
+    return {
+        group: str(option) for group, option in choices.items()
+        if option is not None and not group.startswith(("hydra", "task_tuning"))
+    }
 
 
 def report(output_dir: Path, test_metrics: dict, checkpoint) -> None:

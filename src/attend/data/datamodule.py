@@ -98,17 +98,22 @@ class TranslationDataModule(L.LightningDataModule):
     # data ------------------------------------------------------------------------------------
     def prepare_data(self) -> None:
         """Build the source's cache and train cached tokenizers once (local rank 0)."""
-        splits = self.source.splits()
-        self._fit_tokenizers(splits["train"])
+        self._fit_tokenizers(self._read_splits()["train"])
 
     def setup(self, stage: str | None = None) -> None:
         """Read splits, fit unfitted tokenizers on train, tokenize every split once (idempotent)."""
         if self.train_dataset is not None:
             return
-        self.splits = self.source.splits()
+        self._read_splits()
         self.alignments = self._source_alignments()
         self._fit_tokenizers(self.splits["train"])
         self._encode_splits()
+
+    def _read_splits(self) -> dict[str, list[Pair]]:
+        """The source's splits, read once: train.py and Lightning both call prepare_data and setup."""
+        if self.splits is None:
+            self.splits = self.source.splits()
+        return self.splits
 
     def _source_alignments(self) -> dict[str, list]:
         """Val/test alignments for attention metrics (AlignmentError), from sources that have ``alignments``."""
