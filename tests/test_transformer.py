@@ -20,6 +20,7 @@ from attend.attention import (
 from attend.decoders import TransformerDecoder
 from attend.encoders import TransformerEncoder
 from attend.encoders.transformer import GridPositions, Positions
+from attend.memory import Memory
 from attend.search import BeamSearch, GreedySearch
 
 SIZES = {"d_model": 16, "num_layers": 2, "num_heads": 2, "ff_dim": 32, "dropout": 0.0}
@@ -266,3 +267,14 @@ def test_doubly_stochastic_penalty_reads_the_returned_weights(transformer_memory
     torch.testing.assert_close(
         model.attention_penalty(attended.weights, target_mask, transformer_memory.mask), expected
     )
+
+
+def test_context_only_multi_head_attention_equals_the_explicit_path(source_batch):
+    torch.manual_seed(0)
+    attention = MultiHeadAttention(16, 16, num_heads=4).eval()
+    values = torch.randn(3, 7, 16)
+    memory = attention.prepare(Memory(values=values, mask=torch.arange(7) < source_batch[1].unsqueeze(1)))
+    query = torch.randn(3, 5, 16)
+    fused = attention.context_only(query, memory)
+    assert fused.weights is None  # skipped: nobody reads them
+    torch.testing.assert_close(fused.context, attention(query, memory).context, atol=1e-6, rtol=1e-5)

@@ -15,7 +15,7 @@ class AttentionOutput:
     """What attention returns for T query steps; decoders return it too, for all their steps."""
 
     context: Tensor  # (B, T, Dv)
-    weights: Tensor  # (B, T, S)
+    weights: Tensor | None  # (B, T, S); None only from ``context_only`` of a type that skips them
     state: dict[str, Tensor] = field(default_factory=dict)
     head_weights: Tensor | None = None  # (B, H, T, S) for multi-head attention
     log_prob: Tensor | None = None  # (B, T) log-probability of sampled positions (hard attention, training)
@@ -91,6 +91,13 @@ class Attention(nn.Module):
 
     def next_state(self, weights: Tensor, state: dict[str, Tensor]) -> dict[str, Tensor]:
         return state
+
+    def context_only(
+        self, query: Tensor, memory: Memory, state: dict[str, Tensor] | None = None
+    ) -> AttentionOutput:
+        """For callers that do not read the weights (a Transformer's lower layers): a type may skip them
+        (``weights`` None) when it has a faster way to the context; by default the full ``forward``."""
+        return self(query, memory, state)
 
     def forward(
         self, query: Tensor, memory: Memory, state: dict[str, Tensor] | None = None

@@ -5,9 +5,10 @@ from __future__ import annotations
 import math
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
-from attend.attention.base import Attention
+from attend.attention.base import Attention, AttentionOutput, require_prepared
 from attend.memory import Memory
 
 
@@ -80,3 +81,16 @@ class MultiHeadAttention(Attention):
     def read(self, weights: Tensor, memory: Memory) -> Tensor:
         dropped = self.dropout(weights).to(memory.projected_values.dtype)  # (B, H, T, S)
         return self.merge(torch.matmul(dropped, memory.projected_values))  # (B, T, output_dim)
+
+    def context_only(
+        self, query: Tensor, memory: Memory, state: dict[str, Tensor] | None = None
+    ) -> AttentionOutput:
+        """The context through ``F.scaled_dot_product_attention`` (fused; no weights kept): eq. (1) per head."""
+        require_prepared(memory)
+        q = self.queries(query)  # (B, H, T, dk)
+        allowed = memory.mask[:, None, None, :]  # (B, 1, 1, S)
+        dropout = self.dropout.p if self.training else 0.0
+        heads = F.scaled_dot_product_attention(
+            q, memory.keys.to(q.dtype), memory.projected_values.to(q.dtype), attn_mask=allowed, dropout_p=dropout
+        )  # (B, H, T, dk)
+        return AttentionOutput(self.merge(heads), weights=None, state={} if state is None else state)

@@ -37,20 +37,28 @@ class DecoderLayer(nn.Module):
         self.feed_forward = FeedForward(d_model, ff_dim, dropout)
         self.dropout = nn.Dropout(dropout)
 
-    def forward(self, x: Tensor, memory: Memory, attention_state: dict) -> tuple[Tensor, AttentionOutput]:
+    def forward(
+        self, x: Tensor, memory: Memory, attention_state: dict, need_weights: bool = True
+    ) -> tuple[Tensor, AttentionOutput]:
         """All T steps at once: x (B, T, D) -> (B, T, D) and the attention over the memory (weights (B, T, S))."""
         x = x + self.dropout(self.self_attention(self.self_norm(x), causal=True))  # (B, T, D)
-        return self._attend_and_feed(x, memory, attention_state)
+        return self._attend_and_feed(x, memory, attention_state, need_weights)
 
-    def step(self, x: Tensor, memory: Memory, state: dict) -> tuple[Tensor, AttentionOutput, dict]:
+    def step(
+        self, x: Tensor, memory: Memory, state: dict, need_weights: bool = True
+    ) -> tuple[Tensor, AttentionOutput, dict]:
         """One step x (B, 1, D) given the cached keys and values of the earlier steps -> (B, 1, D)."""
         cache = {"keys": state["keys"], "values": state["values"]}
         attended_self, cache = self.self_attention.step(self.self_norm(x), cache)  # (B, 1, D)
-        x, attended = self._attend_and_feed(x + self.dropout(attended_self), memory, state["attention"])
+        x, attended = self._attend_and_feed(x + self.dropout(attended_self), memory, state["attention"], need_weights)
         return x, attended, {**cache, "attention": attended.state}
 
-    def _attend_and_feed(self, x: Tensor, memory: Memory, attention_state: dict) -> tuple[Tensor, AttentionOutput]:
-        attended = self.cross_attention(self.cross_norm(x), memory, attention_state)  # context (B, T, Dv)
+    def _attend_and_feed(
+        self, x: Tensor, memory: Memory, attention_state: dict, need_weights: bool
+    ) -> tuple[Tensor, AttentionOutput]:
+        # layers whose weights nobody reads let the attention skip them (multi-head: a fused kernel)
+        attend = self.cross_attention if need_weights else self.cross_attention.context_only
+        attended = attend(self.cross_norm(x), memory, attention_state)  # context (B, T, Dv)
         x = x + self.dropout(self.context_proj(attended.context))  # (B, T, D)
         return x + self.dropout(self.feed_forward(self.ff_norm(x))), attended  # (B, T, D)
 
@@ -65,7 +73,8 @@ class TransformerDecoder(nn.Module):
     axis 1, so beam search tiles and reorders them like any memory. The search state is
     ``{"layers": [{"keys": (B, H, t, dk), "values": (B, H, t, dk), "attention": {...}}, ...]}``:
     each step attends with its own position only (O(t)). The returned attention is the last
-    layer's, with ``log_prob`` and ``entropy`` summed over the layers (hard attention samples in each).
+    layer's, with ``log_prob`` and ``entropy`` summed over the layers (hard attention samples in each);
+    the layers below it ask for the context only, which multi-head attention computes fused.
     """
 
     def __init__(
@@ -130,9 +139,11 @@ class TransformerDecoder(nn.Module):
         """prev_tokens (B,) -> logits (B, V), the step's attention (weights (B, 1, S)), new state."""
         position = state["layers"][0]["keys"].size(2)  # t: steps already taken
         x = self.embed(prev_tokens.unsqueeze(1), position)  # (B, 1, D)
-        layers, attended = [], []
+        layers, attended, last = [], [], len(self.layers) - 1
         for index, layer in enumerate(self.layers):
-            x, layer_attended, layer_state = layer.step(x, self.layer_memory(memory, index), state["layers"][index])
+            x, layer_attended, layer_state = layer.step(
+                x, self.layer_memory(memory, index), state["layers"][index], need_weights=index == last
+            )
             layers.append(layer_state)
             attended.append(layer_attended)
         logits = self.output_layer(self.norm(x)).squeeze(1)  # (B, V)
@@ -143,10 +154,11 @@ class TransformerDecoder(nn.Module):
         if memory.keys is None:
             memory = self.prepare(memory)
         x = self.embed(tgt_in, 0)  # (B, T, D)
-        attended = []
+        attended, last = [], len(self.layers) - 1
         for index, layer in enumerate(self.layers):
             layer_memory = self.layer_memory(memory, index)
-            x, layer_attended = layer(x, layer_memory, layer.cross_attention.init_state(layer_memory))
+            state = layer.cross_attention.init_state(layer_memory)
+            x, layer_attended = layer(x, layer_memory, state, need_weights=index == last)  # only the last returned
             attended.append(layer_attended)
         return self.output_layer(self.norm(x)), sum_over_layers(attended)  # (B, T, V)
 
