@@ -63,6 +63,11 @@ def test_train_then_evaluate_and_predict_from_the_checkpoint(tmp_path):
     run("train.py", *TINY_DATES, f"hydra.run.dir={train_dir}")
     best = train_dir / "checkpoints" / "best.ckpt"
     assert best.is_file() and (train_dir / "checkpoints" / "last.ckpt").is_file()
+    summary = json.loads((train_dir / "summary.json").read_text())
+    assert summary["choices"]["data"] == "dates" and summary["epochs"] == 1 and summary["fit_seconds"] > 0
+    assert "val/exact" in summary["val"] and "test/exact" in summary["test"]
+    metric = summary["monitor"]["metric"]  # one epoch: the best value is the last one
+    assert abs(summary["monitor"]["best"] - summary["val"][metric]) < 1e-4
 
     result = run("eval.py", f"ckpt_path={best}", "beam_size=2", f"hydra.run.dir={eval_dir}")
     metrics = json.loads((eval_dir / "test_metrics.json").read_text())

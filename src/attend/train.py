@@ -37,6 +37,8 @@ def train(cfg: DictConfig) -> float | None:
     started = time.perf_counter()
     trainer.fit(model, datamodule=datamodule, ckpt_path=cfg.get("ckpt_path"))
     fit_seconds = time.perf_counter() - started
+    # read before testing: trainer.test replaces the callback metrics with the test ones
+    val_metrics = {k: float(v) for k, v in sorted(trainer.callback_metrics.items()) if k.startswith("val/")}
     monitored = trainer.callback_metrics.get(cfg.monitor.metric)
     checkpoint = trainer.checkpoint_callback
     if checkpoint is not None and checkpoint.best_model_score is not None:
@@ -48,14 +50,14 @@ def train(cfg: DictConfig) -> float | None:
         test_metrics = trainer.test(model, datamodule=datamodule, ckpt_path=best, verbose=False)[0]
         write_results(output_dir, test_metrics, model.test_predictions)
     monitored = None if monitored is None else float(monitored)
-    write_summary(output_dir, trainer, model, fit_seconds, cfg.monitor.metric, monitored, test_metrics)
+    write_summary(output_dir, trainer, model, fit_seconds, cfg.monitor.metric, monitored, val_metrics, test_metrics)
     report(output_dir, test_metrics, checkpoint)
     return monitored
 
 
 def write_summary(
     output_dir: Path, trainer: L.Trainer, model: L.LightningModule, fit_seconds: float, monitor: str,
-    monitored: float | None, test_metrics: dict,
+    monitored: float | None, val_metrics: dict, test_metrics: dict,
 ) -> None:
     """``summary.json``: what comparisons of runs read (training time, steps, size, the last validation
     metrics, the best monitored value and the test metrics)."""
@@ -66,7 +68,7 @@ def write_summary(
         "steps": trainer.global_step,
         "parameters": sum(p.numel() for p in model.parameters()),
         "monitor": {"metric": monitor, "best": monitored},
-        "val": {k: float(v) for k, v in sorted(trainer.callback_metrics.items()) if k.startswith("val/")},
+        "val": val_metrics,
         "test": test_metrics,
     }
     (output_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
