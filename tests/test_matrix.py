@@ -11,8 +11,12 @@ import math
 from pathlib import Path
 
 import pytest
+import torch
+from hydra.utils import instantiate
 
+from attend.search import BeamSearch
 from tests.conftest import ROOT
+from tests.test_config import compose_train
 from tests.test_entry_points import ATTENTION_TYPES, pngs, run
 
 DECODERS = sorted(p.stem for p in (ROOT / "conf" / "decoder").glob("*.yaml"))
@@ -73,3 +77,25 @@ def test_cell_trains_searches_and_plots(task, attention, decoder, matrix_root):
     assert len(pngs(folder / "attention")) == 1  # one example plotted at the validation epoch
     assert (folder / "config_resolved.yaml").is_file()
     assert not list(folder.rglob("*.ckpt"))  # debug=fast keeps no checkpoint
+
+
+# the conftest memory is 16 wide: decoders whose query size is 16, so dot-product types apply
+TINY_RNN = ["decoder.embedding_dim=8", "decoder.hidden_size=16"]
+TINY_DECODERS = {
+    "bahdanau": TINY_RNN, "luong": TINY_RNN,
+    "transformer": ["decoder.d_model=16", "decoder.num_layers=2", "decoder.num_heads=2", "decoder.ff_dim=32"],
+}
+
+
+@pytest.mark.parametrize("decoder", DECODERS)
+@pytest.mark.parametrize("attention", ATTENTION_TYPES)
+def test_beam_search_runs_over_every_attention_type_and_decoder(attention, decoder, memory):
+    """The test search of every cell, on tiny modules built from the real configs (the runs above validate)."""
+    overrides = [f"attention={attention}", f"decoder={decoder}", *TINY_DECODERS[decoder]]
+    cfg = compose_train(overrides)
+    torch.manual_seed(0)
+    module = instantiate(cfg.decoder, vocab_size=30, pad_id=0, memory_dim=16, attention=instantiate(cfg.attention))
+    result = BeamSearch(beam_size=3, max_len_a=1.0, max_len_b=3)(module.eval(), memory, bos_id=1, eos_id=2, pad_id=0)
+    assert result.tokens.size(0) == 3 and torch.isfinite(result.scores).all()
+    real = torch.arange(result.weights.size(1)).unsqueeze(0) < result.lengths.unsqueeze(1)  # (B, T)
+    torch.testing.assert_close(result.weights.sum(-1)[real], torch.ones(int(real.sum())))  # weights of real steps
