@@ -53,3 +53,8 @@ class Memory:
         """Each row ``times`` times in a row: (B, ...) -> (B*times, ...) for beam search."""
         index = torch.arange(self.values.size(0), device=self.values.device).repeat_interleave(times)
         return self.index_select(index)
+
+
+def length_mask(lengths: Tensor, size: int) -> Tensor:
+    """(B,) lengths -> (B, size) bool, True on the first ``lengths[b]`` positions."""
+    return torch.arange(size, device=lengths.device).unsqueeze(0) < lengths.unsqueeze(1)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import replace
 
 import torch
 from torch import Tensor, nn
@@ -180,11 +181,6 @@ def sum_over_layers(outputs: list[AttentionOutput]) -> AttentionOutput:
     last = outputs[-1]
     if last.log_prob is None:
         return last
-    return AttentionOutput(
-        context=last.context,
-        weights=last.weights,
-        state=last.state,
-        head_weights=last.head_weights,
-        log_prob=sum(out.log_prob for out in outputs),
-        entropy=sum(out.entropy for out in outputs),
+    return replace(
+        last, log_prob=sum(out.log_prob for out in outputs), entropy=sum(out.entropy for out in outputs)
     )

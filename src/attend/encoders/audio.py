@@ -7,17 +7,12 @@ from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from attend.encoders.text import RNN_TYPES
-from attend.memory import Memory
+from attend.memory import Memory, length_mask
 
 
 def halve(lengths: Tensor) -> Tensor:
     """Lengths after one stride-2 step (a 3x3 conv with padding 1, or a pyramid pair): ceil(L / 2)."""
     return torch.div(lengths + 1, 2, rounding_mode="floor")
-
-
-def length_mask(lengths: Tensor, size: int) -> Tensor:
-    """(B,) lengths -> (B, size) bool, True on the first ``lengths[b]`` positions."""
-    return torch.arange(size, device=lengths.device).unsqueeze(0) < lengths.unsqueeze(1)
 
 
 class ConvSubsampling(nn.Module):

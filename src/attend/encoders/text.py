@@ -6,7 +6,7 @@ import torch
 from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from attend.memory import Memory
+from attend.memory import Memory, length_mask
 
 RNN_TYPES = {"gru": nn.GRU, "lstm": nn.LSTM}
 
@@ -71,5 +71,5 @@ class TextEncoder(nn.Module):
             hidden = hidden[0]
         directions = 2 if self.rnn.bidirectional else 1
         final = hidden[-directions:].transpose(0, 1).reshape(src.size(0), -1)  # (B, D): top layer
-        mask = torch.arange(src.size(1), device=src.device).unsqueeze(0) < src_lengths.unsqueeze(1)
+        mask = length_mask(src_lengths, src.size(1))
         return Memory(values=self.dropout(values), mask=mask, final=final)

@@ -8,9 +8,9 @@ import torch
 from torch import Tensor, nn
 
 from attend.attention.self_attention import SelfAttention
-from attend.encoders.audio import ConvSubsampling, length_mask
+from attend.encoders.audio import ConvSubsampling
 from attend.encoders.image_cnn import CNNEncoder
-from attend.memory import Memory
+from attend.memory import Memory, length_mask
 
 POSITION_KINDS = ("sinusoidal", "learned")
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from attend.memory import length_mask
 from attend.metrics.base import AttentionMetric
 from attend.search import SearchResult
 
@@ -13,12 +14,10 @@ def real_masks(result: SearchResult) -> tuple[Tensor, Tensor]:
     """(B, T) bool: the first ``lengths[b]`` output steps; (B, S) bool: the valid source positions."""
     batch, steps, positions = result.weights.shape
     device = result.weights.device
-    steps_mask = torch.arange(steps, device=device).unsqueeze(0) < result.lengths.to(device).unsqueeze(1)  # (B, T)
+    steps_mask = length_mask(result.lengths.to(device), steps)  # (B, T)
     if result.source_lengths is None:
         return steps_mask, torch.ones(batch, positions, dtype=torch.bool, device=device)
-    source_lengths = result.source_lengths.to(device)
-    source_mask = torch.arange(positions, device=device).unsqueeze(0) < source_lengths.unsqueeze(1)  # (B, S)
-    return steps_mask, source_mask
+    return steps_mask, length_mask(result.source_lengths.to(device), positions)  # (B, T), (B, S)
 
 
 class AttentionEntropy(AttentionMetric):
