@@ -28,10 +28,24 @@ def find_runs(folders: list[Path]) -> list[dict]:
         if not folder.exists():
             raise SystemExit(f"compare_runs: {folder} does not exist: give a run or a sweep folder")
         for path in sorted(folder.rglob("summary.json"), key=job_order):
-            runs.append({**json.loads(path.read_text()), "folder": str(path.parent)})
+            runs.append({**read_summary(path), "folder": str(path.parent)})
     if not runs:
         raise SystemExit(f"compare_runs: no summary.json under {', '.join(map(str, folders))}: did the runs finish?")
     return runs
+
+
+def read_summary(path: Path) -> dict:
+    """One run's summary; a file cut short (a run killed while writing it) stops with its name."""
+    try:
+        summary = json.loads(path.read_text())
+    except json.JSONDecodeError as error:
+        summary = {"unreadable": str(error)}
+    missing = [key for key in ("test", "fit_seconds", "epochs", "parameters") if key not in summary]
+    if missing:
+        raise SystemExit(
+            f"compare_runs: {path} is not a summary train.py wrote (no {', '.join(missing)}): remove it or rerun"
+        )
+    return summary
 
 
 def job_order(path: Path) -> list[tuple]:

@@ -84,3 +84,10 @@ def test_compare_runs_says_what_is_missing(tmp_path):
         [sys.executable, "scripts/compare_runs.py", str(tmp_path)], cwd=ROOT, capture_output=True, text=True
     )
     assert result.returncode != 0 and "no summary.json" in result.stderr and "did the runs finish" in result.stderr
+    (tmp_path / "0").mkdir()
+    (tmp_path / "0" / "summary.json").write_text('{"choices": {')  # cut short
+    result = subprocess.run(
+        [sys.executable, "scripts/compare_runs.py", str(tmp_path)], cwd=ROOT, capture_output=True, text=True
+    )
+    assert result.returncode != 0 and "0/summary.json is not a summary" in result.stderr
+    assert "Traceback" not in result.stderr
