@@ -1,13 +1,17 @@
-"""Compare finished runs: one row per run (its config choices, test metrics, training time), as Markdown and CSV.
+"""Compare finished runs: a table (Markdown and CSV), a bar chart of the main metric and a grid of
+the same example's attention plot in every run.
 
     .venv/bin/python scripts/compare_runs.py FOLDER [FOLDER ...] [--metrics test/exact test/bleu]
-                                             [--out comparison] [--readme README.md --section NAME]
+        [--main-metric test/bleu] [--example 0] [--out PREFIX] [--readme README.md --section NAME]
 
 Each FOLDER is a run folder or a sweep folder (Hydra multirun) searched for the ``summary.json`` that
 train.py writes at the end of every run. The columns name the config groups whose option differs
 between runs (attention, decoder, ...), then the metrics (default: every test metric the runs share),
-the training time and the parameter count. ``--out`` writes ``<out>.md`` and ``<out>.csv``; with
-``--readme`` the table replaces the lines between ``<!-- compare:NAME -->`` and ``<!-- /compare:NAME -->``.
+the training time and the parameter count. Written: ``<PREFIX>.md``, ``<PREFIX>.csv``,
+``<PREFIX>_<metric>.png`` (bars of the main metric: default the test value of the metric the runs
+monitored) and ``<PREFIX>_attention.png`` (example ``--example`` of each run's last validation plots).
+PREFIX defaults to ``<FOLDER>/comparison`` for one folder. With ``--readme`` the table replaces the
+lines between ``<!-- compare:NAME -->`` and ``<!-- /compare:NAME -->``.
 """
 
 from __future__ import annotations
@@ -17,6 +21,12 @@ import csv
 import json
 import sys
 from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.image as mpimg  # noqa: E402 (after choosing the file backend)
+import matplotlib.pyplot as plt  # noqa: E402
 
 GROUPS = ("task", "data", "encoder", "attention", "decoder", "experiment", "optim", "trainer")
 
@@ -99,25 +109,100 @@ def replace_section(readme: Path, section: str, text: str) -> None:
     readme.write_text(f"{before}{start}\n{text}{end}{after}", encoding="utf-8")
 
 
+def run_labels(runs: list[dict], groups: list[str]) -> list[str]:
+    """A short name per run: its options in the varying groups (the folder name when they say nothing)."""
+    labels = [" ".join(str(run.get("choices", {}).get(g, "")) for g in groups).strip() for run in runs]
+    if len(set(labels)) < len(labels):  # the same options twice (seeds, a resumed run): add the folder
+        labels = [f"{label} ({Path(run['folder']).name})".strip() for label, run in zip(labels, runs, strict=True)]
+    return labels
+
+
+def main_metric(runs: list[dict], metrics: list[str]) -> str:
+    """The test value of the metric the runs monitored (val/bleu -> test/bleu), else the first metric shown."""
+    monitored = runs[0].get("monitor", {}).get("metric") or ""
+    candidate = "test/" + monitored.split("/", 1)[-1]
+    return candidate if all(candidate in run["test"] for run in runs) else metrics[0]
+
+
+def metric_bars(labels: list[str], values: list[float | None], metric: str):
+    """Horizontal bars, one per run, of ``metric``; a run without it gets no bar."""
+    fig, ax = plt.subplots(figsize=(7, 0.45 * len(labels) + 1.2))
+    heights = [0.0 if v is None else v for v in values]
+    bars = ax.barh(range(len(labels)), heights, color="tab:blue")
+    ax.set_yticks(range(len(labels)), labels)
+    ax.invert_yaxis()
+    ax.bar_label(bars, labels=[format_metric(v) for v in values], padding=3)
+    ax.set_xlabel(metric)
+    ax.margins(x=0.15)
+    fig.tight_layout()
+    return fig
+
+
+def attention_images(runs: list[dict], example: int) -> list[Path | None]:
+    """Per run, ``example_<example>.png`` of its last validation epoch's attention plots (None: none drawn)."""
+    images = []
+    for run in runs:
+        epochs = sorted((Path(run["folder"]) / "attention").glob("epoch_*"))
+        path = epochs[-1] / f"example_{example}.png" if epochs else None
+        images.append(path if path is not None and path.is_file() else None)
+    return images
+
+
+def image_grid(images: list[Path | None], titles: list[str], columns: int = 3):
+    """The images side by side, titled; a missing one says so."""
+    rows = -(-len(images) // columns)
+    columns = min(columns, len(images))
+    fig, axes = plt.subplots(rows, columns, figsize=(5 * columns, 4 * rows), squeeze=False)
+    for ax in axes.flat:
+        ax.axis("off")
+    for ax, path, title in zip(axes.flat, images, titles, strict=False):
+        ax.set_title(title, fontsize=10)
+        if path is None:
+            ax.text(0.5, 0.5, "no attention plot", ha="center", va="center", transform=ax.transAxes)
+        else:
+            ax.imshow(mpimg.imread(path))
+    fig.tight_layout()
+    return fig
+
+
+def write_outputs(prefix: Path, header: list[str], rows: list[list[str]], text: str, bars, grid) -> list[Path]:
+    prefix.parent.mkdir(parents=True, exist_ok=True)
+    written = [prefix.with_name(prefix.name + ".md"), prefix.with_name(prefix.name + ".csv")]
+    written[0].write_text(text, encoding="utf-8")
+    with written[1].open("w", newline="", encoding="utf-8") as handle:
+        csv.writer(handle).writerows([header, *rows])
+    for figure, suffix in ((bars, bars.get_axes()[0].get_xlabel().replace("/", "_")), (grid, "attention")):
+        written.append(prefix.with_name(f"{prefix.name}_{suffix}.png"))
+        figure.savefig(written[-1], dpi=100)
+        plt.close(figure)
+    return written
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("folders", nargs="+", type=Path)
     parser.add_argument("--metrics", nargs="*", help="test metrics to show (default: all the runs share)")
-    parser.add_argument("--out", type=Path, help="write <out>.md and <out>.csv")
+    parser.add_argument("--main-metric", help="the metric of the bar chart (default: the monitored one, on test)")
+    parser.add_argument("--example", type=int, default=0, help="which validation example the attention grid shows")
+    parser.add_argument("--out", type=Path, help="output prefix (default: <FOLDER>/comparison for one folder)")
     parser.add_argument("--readme", type=Path, help="a Markdown file whose marked section receives the table")
     parser.add_argument("--section", default="runs", help="the marker name in --readme")
     args = parser.parse_args(argv)
 
     runs = find_runs(args.folders)
     metrics = args.metrics or shared_metrics(runs)
-    header, rows = table_rows(runs, varying_groups(runs), metrics)
+    groups = varying_groups(runs)
+    header, rows = table_rows(runs, groups, metrics)
     text = markdown(header, rows)
     sys.stdout.write(text)
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.with_suffix(".md").write_text(text, encoding="utf-8")
-        with args.out.with_suffix(".csv").open("w", newline="", encoding="utf-8") as handle:
-            csv.writer(handle).writerows([header, *rows])
+    prefix = args.out or (args.folders[0] / "comparison" if len(args.folders) == 1 else None)
+    if prefix is not None:
+        labels = run_labels(runs, groups)
+        metric = args.main_metric or main_metric(runs, metrics)
+        bars = metric_bars(labels, [run["test"].get(metric) for run in runs], metric)
+        grid = image_grid(attention_images(runs, args.example), labels)
+        for path in write_outputs(prefix, header, rows, text, bars, grid):
+            print(f"wrote {path}")
     if args.readme:
         replace_section(args.readme, args.section, text)
 

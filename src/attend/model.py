@@ -178,6 +178,16 @@ class Seq2Seq(L.LightningModule):
     def on_test_epoch_start(self) -> None:
         self.test_predictions = []
 
+    def on_test_epoch_end(self) -> None:
+        """Under DDP each rank decoded its share: gather all of them (once per example) on every rank."""
+        if self.trainer.world_size == 1:
+            return
+        shares = [None] * self.trainer.world_size
+        torch.distributed.all_gather_object(shares, self.test_predictions)
+        # ranks pad their share by repeating batches, so an example can come twice
+        by_id = {prediction["id"]: prediction for share in shares for prediction in share}
+        self.test_predictions = list(by_id.values())
+
     # -- optimisation and checkpoints ------------------------------------------------------
     def configure_optimizers(self):
         optimizer = self.optimizer_factory(self.parameters())

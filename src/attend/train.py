@@ -14,17 +14,36 @@ from omegaconf import DictConfig, OmegaConf
 
 from attend.builder import build_datamodule, build_model, check_config, instantiate_all
 from attend.callbacks import reference_text
+from attend.distributed import in_a_sweep, is_global_zero, one_job_of_a_sweep, relaunch_ranks_as_this_job
+from attend.parallel_jobs import device_slot
+from attend.wandb_run import configure_wandb, finish_wandb_run
 
 log = logging.getLogger(__name__)
 
 
 def train(cfg: DictConfig) -> float | None:
+    """Fit, test the best checkpoint, write the run's files; returns the best monitored value."""
     check_config(cfg)
     output_dir = Path(cfg.paths.output_dir)
-    output_dir.mkdir(parents=True, exist_ok=True)
-    OmegaConf.save(cfg, output_dir / "config_resolved.yaml", resolve=True)
+    if is_global_zero():  # DDP ranks share the job's folder; rank 0 writes it
+        output_dir.mkdir(parents=True, exist_ok=True)
+        OmegaConf.save(cfg, output_dir / "config_resolved.yaml", resolve=True)
+    relaunch_ranks_as_this_job()
+    configure_wandb(cfg, config_choices())
     L.seed_everything(cfg.seed, workers=True)
+    with one_job_of_a_sweep(), device_slot(cfg) as slot:
+        try:
+            return fit_and_test(cfg, output_dir, slot)
+        except Exception as error:
+            # Hydra keeps a failed job's exception, not its traceback: put that in the job's log
+            if in_a_sweep() and type(error).__name__ != "TrialPruned":  # a pruned Optuna trial is no failure
+                log.exception("the job failed")
+            raise
+        finally:
+            finish_wandb_run()
 
+
+def fit_and_test(cfg: DictConfig, output_dir: Path, device_slot: int | None = None) -> float | None:
     datamodule = build_datamodule(cfg)
     datamodule.prepare_data()
     datamodule.setup("fit")
@@ -34,7 +53,9 @@ def train(cfg: DictConfig) -> float | None:
         callbacks=instantiate_all(cfg.get("callbacks")),
         logger=instantiate_all(cfg.get("logger")),
     )
-    started = time.perf_counter()
+    for logger in trainer.loggers:  # the whole resolved config, on the dashboard too
+        logger.log_hyperparams(OmegaConf.to_container(cfg, resolve=True))
+    started_at, started = time.time(), time.perf_counter()
     trainer.fit(model, datamodule=datamodule, ckpt_path=cfg.get("ckpt_path"))
     fit_seconds = time.perf_counter() - started
     # read before testing: trainer.test replaces the callback metrics with the test ones
@@ -48,22 +69,29 @@ def train(cfg: DictConfig) -> float | None:
     if cfg.get("run_test"):
         best = "best" if checkpoint is not None and checkpoint.best_model_path else None
         test_metrics = trainer.test(model, datamodule=datamodule, ckpt_path=best, verbose=False)[0]
-        write_results(output_dir, test_metrics, model.test_predictions)
     monitored = None if monitored is None else float(monitored)
-    write_summary(output_dir, trainer, model, fit_seconds, cfg.monitor.metric, monitored, val_metrics, test_metrics)
-    report(output_dir, test_metrics, checkpoint)
+    if trainer.is_global_zero:
+        if test_metrics:
+            write_results(output_dir, test_metrics, model.test_predictions)
+        timing = {"started_at": started_at, "finished_at": time.time(), "fit_seconds": round(fit_seconds, 1)}
+        write_summary(
+            output_dir, trainer, model, timing | {"device_slot": device_slot}, cfg.monitor.metric, monitored,
+            val_metrics, test_metrics,
+        )
+        report(output_dir, test_metrics, checkpoint)
     return monitored
 
 
 def write_summary(
-    output_dir: Path, trainer: L.Trainer, model: L.LightningModule, fit_seconds: float, monitor: str,
+    output_dir: Path, trainer: L.Trainer, model: L.LightningModule, timing: dict, monitor: str,
     monitored: float | None, val_metrics: dict, test_metrics: dict,
 ) -> None:
     """``summary.json``: what comparisons of runs read (training time, steps, size, the last validation
-    metrics, the best monitored value and the test metrics)."""
+    metrics, the best monitored value and the test metrics). ``timing``: fit_seconds, started_at and
+    finished_at (Unix time), device_slot (of a parallel sweep job)."""
     summary = {
         "choices": config_choices(),
-        "fit_seconds": round(fit_seconds, 1),
+        **timing,
         "epochs": trainer.current_epoch,
         "steps": trainer.global_step,
         "parameters": sum(p.numel() for p in model.parameters()),

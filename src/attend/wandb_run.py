@@ -1,0 +1,76 @@
+"""One W&B run per job: its name, tags and group from the config, its id kept in checkpoints so a
+resumed run continues the same dashboard run, and closed when the job ends (the next job of a
+multirun runs in the same process)."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import lightning as L
+import torch
+from hydra.core.hydra_config import HydraConfig
+from lightning.pytorch.loggers import WandbLogger
+from omegaconf import DictConfig, open_dict
+
+from attend.distributed import in_a_sweep
+
+log = logging.getLogger(__name__)
+
+CHECKPOINT_KEY = "wandb_run_id"
+# the config groups that name and tag a run, in this order
+NAMING_GROUPS = ("data", "encoder", "attention", "decoder")
+
+
+def configure_wandb(cfg: DictConfig, choices: dict[str, str]) -> None:
+    """Fill ``logger.wandb``'s name, tags and group where the config leaves them null, and its id
+    from the checkpoint a run resumes from. ``choices``: the option picked in each config group."""
+    wandb_cfg = (cfg.get("logger") or {}).get("wandb")
+    if not wandb_cfg:
+        return
+    sweep = sweep_name()
+    with open_dict(wandb_cfg):
+        if wandb_cfg.get("name") is None:
+            wandb_cfg.name = "-".join([cfg.task_name, *(choices[g] for g in NAMING_GROUPS if g in choices)])
+        if wandb_cfg.get("tags") is None:
+            tags = [f"task:{cfg.task_name}", *(f"{g}:{choices[g]}" for g in NAMING_GROUPS if g in choices)]
+            wandb_cfg.tags = tags + ([f"sweep:{sweep}"] if sweep else [])
+        if wandb_cfg.get("group") is None and sweep:
+            wandb_cfg.group = sweep
+        run_id = run_id_in_checkpoint(cfg.get("ckpt_path"))
+        if run_id:
+            log.info("resuming W&B run %s from the checkpoint", run_id)
+            wandb_cfg.id = run_id  # WandbLogger resumes with resume="allow"
+
+
+def sweep_name() -> str | None:
+    """The sweep folder's name (its start time) in a Hydra multirun, else None: every job of a sweep shares it."""
+    if not in_a_sweep():
+        return None
+    return Path(HydraConfig.get().sweep.dir).name
+
+
+def run_id_in_checkpoint(ckpt_path: str | None) -> str | None:
+    """The W&B run id a checkpoint was written under, or None (no checkpoint, or written without W&B)."""
+    if not ckpt_path or not Path(ckpt_path).is_file():
+        return None
+    # mmap: the id without reading the weights into memory (Lightning loads them again to resume)
+    checkpoint = torch.load(ckpt_path, map_location="cpu", weights_only=False, mmap=True)
+    return checkpoint.get(CHECKPOINT_KEY)
+
+
+class WandbRunInCheckpoint(L.Callback):
+    """Saves the W&B run id in every checkpoint (``wandb_run_id``), so resuming reuses it."""
+
+    def on_save_checkpoint(self, trainer: L.Trainer, pl_module: L.LightningModule, checkpoint: dict) -> None:
+        for logger in trainer.loggers:
+            if isinstance(logger, WandbLogger) and trainer.is_global_zero:
+                checkpoint[CHECKPOINT_KEY] = logger.experiment.id
+
+
+def finish_wandb_run() -> None:
+    """Close this process's W&B run, if any; otherwise the next job of a multirun would log into it."""
+    import wandb
+
+    if wandb.run is not None:
+        wandb.finish()
