@@ -6,8 +6,9 @@ the same example's attention plot in every run.
 
 Each FOLDER is a run folder or a sweep folder (Hydra multirun) searched for the ``summary.json`` that
 train.py writes at the end of every run. The columns name the config groups whose option differs
-between runs (attention, decoder, ...), then the metrics (default: every test metric the runs share),
-the training time and the parameter count. Written: ``<PREFIX>.md``, ``<PREFIX>.csv``,
+between runs (attention, decoder, ...) and the command-line values that differ (a learning rate), then
+the metrics (default: every test metric the runs share), the training time and the parameter count.
+Written: ``<PREFIX>.md``, ``<PREFIX>.csv``,
 ``<PREFIX>_<metric>.png`` (bars of the main metric: default the test value of the metric the runs
 monitored) and ``<PREFIX>_attention.png`` (example ``--example`` of each run's last validation plots).
 PREFIX defaults to ``<FOLDER>/comparison`` for one folder. With ``--readme`` the table replaces the
@@ -63,11 +64,14 @@ def job_order(path: Path) -> list[tuple]:
     return [(0, int(part), "") if part.isdigit() else (1, 0, part) for part in path.parent.parts]
 
 
-def varying_groups(runs: list[dict]) -> list[str]:
-    """The config groups whose option is not the same in every run (all of GROUPS present if none differ)."""
+def varying_columns(runs: list[dict]) -> list[str]:
+    """The config groups whose option differs between runs, then the command-line keys whose value differs
+    (a learning-rate sweep's lr); when nothing differs, the first group there is (the task)."""
     present = [g for g in GROUPS if any(g in run.get("choices", {}) for run in runs)]
-    varying = [g for g in present if len({run.get("choices", {}).get(g) for run in runs}) > 1]
-    return varying or present[:1]
+    groups = [g for g in present if len({run.get("choices", {}).get(g) for run in runs}) > 1]
+    keys = sorted({key for run in runs for key in run.get("overrides", {})} - set(GROUPS))
+    overrides = [key for key in keys if len({run.get("overrides", {}).get(key) for run in runs}) > 1]
+    return groups + overrides or present[:1]
 
 
 def shared_metrics(runs: list[dict]) -> list[str]:
@@ -75,15 +79,20 @@ def shared_metrics(runs: list[dict]) -> list[str]:
     return sorted(names - {"test/loss"}) + (["test/loss"] if "test/loss" in names else [])
 
 
-def table_rows(runs: list[dict], groups: list[str], metrics: list[str]) -> tuple[list[str], list[list[str]]]:
-    header = [*groups, *metrics, "training time", "epochs", "parameters"]
+def run_settings(run: dict, columns: list[str]) -> list[str]:
+    """A run's option of each config group, or value of each override, in ``columns``."""
+    choices, overrides = run.get("choices", {}), run.get("overrides", {})
+    return [str(choices.get(c, overrides.get(c, ""))) for c in columns]
+
+
+def table_rows(runs: list[dict], columns: list[str], metrics: list[str]) -> tuple[list[str], list[list[str]]]:
+    header = [*columns, *metrics, "training time", "epochs", "parameters"]
     rows = []
     for run in runs:
-        choices = run.get("choices", {})
         values = [format_metric(run["test"].get(name)) for name in metrics]
         minutes, seconds = divmod(round(run["fit_seconds"]), 60)
         rows.append([
-            *(str(choices.get(g, "")) for g in groups), *values, f"{minutes} min {seconds:02d} s",
+            *run_settings(run, columns), *values, f"{minutes} min {seconds:02d} s",
             str(run["epochs"]), f"{run['parameters'] / 1e6:.2f} M",
         ])
     return header, rows
@@ -109,9 +118,9 @@ def replace_section(readme: Path, section: str, text: str) -> None:
     readme.write_text(f"{before}{start}\n{text}{end}{after}", encoding="utf-8")
 
 
-def run_labels(runs: list[dict], groups: list[str]) -> list[str]:
-    """A short name per run: its options in the varying groups (the folder name when they say nothing)."""
-    labels = [" ".join(str(run.get("choices", {}).get(g, "")) for g in groups).strip() for run in runs]
+def run_labels(runs: list[dict], columns: list[str]) -> list[str]:
+    """A short name per run: its varying options and values (the folder name when they say nothing)."""
+    labels = [" ".join(run_settings(run, columns)).strip() for run in runs]
     if len(set(labels)) < len(labels):  # the same options twice (seeds, a resumed run): add the folder
         labels = [f"{label} ({Path(run['folder']).name})".strip() for label, run in zip(labels, runs, strict=True)]
     return labels
@@ -191,18 +200,18 @@ def main(argv: list[str] | None = None) -> None:
 
     runs = find_runs(args.folders)
     metrics = args.metrics or shared_metrics(runs)
-    groups = varying_groups(runs)
-    header, rows = table_rows(runs, groups, metrics)
+    columns = varying_columns(runs)
+    header, rows = table_rows(runs, columns, metrics)
     text = markdown(header, rows)
     sys.stdout.write(text)
     prefix = args.out or (args.folders[0] / "comparison" if len(args.folders) == 1 else None)
     if prefix is not None:
-        labels = run_labels(runs, groups)
+        labels = run_labels(runs, columns)
         metric = args.main_metric or main_metric(runs, metrics)
         bars = metric_bars(labels, [run["test"].get(metric) for run in runs], metric)
         grid = image_grid(attention_images(runs, args.example), labels)
         for path in write_outputs(prefix, header, rows, text, bars, grid):
-            print(f"wrote {path}")
+            print(f"wrote {path}", file=sys.stderr)  # stdout holds the table alone
     if args.readme:
         replace_section(args.readme, args.section, text)
 

@@ -74,6 +74,9 @@ def test_compare_runs_tables_a_sweep_and_fills_the_readme_section(tmp_path):
     assert lines[-1].startswith("| multihead | 99.50 | 5 min 00 s")  # job 10 before it, named folders last
     assert lines[-2].startswith("| cosine |") and len(lines) == 2 + 12
     assert (tmp_path / "table.csv").read_text().splitlines()[1].startswith("additive,99.10,")
+    # the main metric (the monitored val/exact, on test) as bars; the grid says where a run drew no plot
+    assert (tmp_path / "table_test_exact.png").stat().st_size > 5_000
+    assert (tmp_path / "table_attention.png").stat().st_size > 5_000
     content = readme.read_text()
     assert "old table" not in content and "| additive | 99.10 |" in content
     assert content.startswith("intro\n<!-- compare:dates -->\n|") and content.endswith("<!-- /compare:dates -->\nend\n")

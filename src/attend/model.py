@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import lightning as L
 import torch
@@ -19,6 +19,17 @@ from attend.search import SearchResult
 TOKENIZER_STATE_KEYS = {"source": "src_tokenizer", "target": "tgt_tokenizer"}
 
 
+def compile_in_place(model: nn.Module, parts: Sequence[str], options: dict) -> None:
+    """``torch.compile`` the ``forward`` of each named submodule (encoder, decoder) in place: parameter names
+    and checkpoints stay as they are, and the search's ``decoder.step`` calls stay eager (their shapes change
+    every step)."""
+    for part in parts:
+        module = getattr(model, part, None)
+        if not isinstance(module, nn.Module):
+            raise ValueError(f"model.compile_parts names {part!r}, which the model does not have: use encoder, decoder")
+        module.compile(**options)
+
+
 class Seq2Seq(L.LightningModule):
     """Cross-entropy training with label smoothing; validation and test metrics on decoded text.
 
@@ -27,6 +38,7 @@ class Seq2Seq(L.LightningModule):
     both without training data. Metrics are text metrics, ``update(hypotheses, references)``, or
     ``AttentionMetric``s that read the search's attention weights and the batch. With ``ctc_weight``
     lambda > 0 the objective is (1 - lambda) * attention loss + lambda * CTC loss of the encoder output.
+    ``compile_parts`` (e.g. ["encoder"]) are compiled with ``torch.compile(**compile_options)``.
     """
 
     def __init__(
@@ -43,6 +55,8 @@ class Seq2Seq(L.LightningModule):
         ctc_weight: float = 0.0,
         reinforce: Reinforce | None = None,
         run_config: dict | None = None,
+        compile_parts: Sequence[str] = (),
+        compile_options: dict | None = None,
     ) -> None:
         super().__init__()
         self.encoder = encoder
@@ -65,6 +79,7 @@ class Seq2Seq(L.LightningModule):
         self.val_metrics = nn.ModuleDict({name: metric.clone() for name, metric in metrics.items()})
         self.test_metrics = nn.ModuleDict({name: metric.clone() for name, metric in metrics.items()})
         self.test_predictions: list[dict] = []
+        compile_in_place(self, compile_parts, compile_options or {})
         # the progress bar shows the first text metric (BLEU, CER), not a diagnostic a data config adds
         self.headline_metric = next((n for n, m in metrics.items() if not isinstance(m, AttentionMetric)), None)
 

@@ -91,6 +91,7 @@ def write_summary(
     finished_at (Unix time), device_slot (of a parallel sweep job)."""
     summary = {
         "choices": config_choices(),
+        "overrides": command_line_overrides(),
         **timing,
         "epochs": trainer.current_epoch,
         "steps": trainer.global_step,
@@ -122,6 +123,14 @@ def config_choices() -> dict[str, str]:
         group: str(option) for group, option in choices.items()
         if option is not None and not group.startswith(("hydra", "task_tuning"))
     }
+
+
+def command_line_overrides() -> dict[str, str]:
+    """This run's ``key=value`` overrides (a sweep's job: its own values), when run by Hydra."""
+    if not HydraConfig.initialized():
+        return {}
+    pairs = (override.split("=", 1) for override in HydraConfig.get().overrides.task if "=" in override)
+    return {key.lstrip("+~"): value for key, value in pairs}
 
 
 def report(output_dir: Path, test_metrics: dict, checkpoint) -> None:

@@ -29,11 +29,12 @@ def configure_wandb(cfg: DictConfig, choices: dict[str, str]) -> None:
     if not wandb_cfg:
         return
     sweep = sweep_name()
+    task = choices.get("task", cfg.get("task_name"))  # the task chosen, also under debug=... (task_name "debug")
     with open_dict(wandb_cfg):
         if wandb_cfg.get("name") is None:
-            wandb_cfg.name = "-".join([cfg.task_name, *(choices[g] for g in NAMING_GROUPS if g in choices)])
+            wandb_cfg.name = "-".join([task, *(choices[g] for g in NAMING_GROUPS if g in choices)])
         if wandb_cfg.get("tags") is None:
-            tags = [f"task:{cfg.task_name}", *(f"{g}:{choices[g]}" for g in NAMING_GROUPS if g in choices)]
+            tags = [f"task:{task}", *(f"{g}:{choices[g]}" for g in NAMING_GROUPS if g in choices)]
             wandb_cfg.tags = tags + ([f"sweep:{sweep}"] if sweep else [])
         if wandb_cfg.get("group") is None and sweep:
             wandb_cfg.group = sweep

@@ -98,9 +98,13 @@ class CIDErD(Metric):
             self.records.append(torch.frombuffer(bytearray(data), dtype=torch.uint8).to(self.device))
 
     def compute(self) -> torch.Tensor:
-        if not self.records:
-            return torch.tensor(0.0, dtype=torch.float64)
-        data = bytes(dim_zero_cat(self.records).cpu().tolist())
+        # a list of byte tensors here; after DDP's sync one tensor of all ranks' bytes
+        records = self.records
+        if isinstance(records, list):
+            if not records:
+                return torch.tensor(0.0, dtype=torch.float64)
+            records = dim_zero_cat(records)
+        data = bytes(records.cpu().tolist())
         scorer = CiderScorer(n=4, sigma=self.sigma)
         for record in data.split(b"\0")[:-1]:
             hypothesis, references = json.loads(record.decode("utf-8"))

@@ -1,0 +1,71 @@
+"""DDP through the real entry point: 2 CPU processes (gloo) per task, one output folder per job, and
+the same training as one process with the same global batch."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.test_entry_points import pngs, run
+from tests.test_matrix import TASK_OVERRIDES
+
+DDP_CPU = ["trainer=ddp", "trainer.accelerator=cpu", "trainer.devices=2", "trainer.precision=32-true"]
+TINY_DECODER = ["decoder.embedding_dim=16", "decoder.hidden_size=64"]
+
+
+def job_files(folder) -> set[str]:
+    """Names directly in a run folder."""
+    return {path.name for path in folder.iterdir()}
+
+
+@pytest.mark.parametrize("task", ["caption", "asr"])
+def test_ddp_run_of_each_task_finishes_in_one_folder(task, tmp_path):
+    run("train.py", *TASK_OVERRIDES[task], *TINY_DECODER, *DDP_CPU, "debug=fast", f"hydra.run.dir={tmp_path}")
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["test"] and summary["steps"] >= 1
+    assert len(list((tmp_path / "wandb").glob("offline-run-*"))) == 1  # one W&B run, from rank 0
+    assert len(pngs(tmp_path / "attention")) == 2  # rank 0 drew the plots, once
+    assert "train_ddp_process_1.log" in job_files(tmp_path)  # rank 1 ran in the same folder
+
+
+# dates translation, no dropout: DDP's two ranks x 16 sentences equal one process x 16 x 2 accumulated
+EQUIVALENCE = [
+    *TASK_OVERRIDES["mt"][:2], "data.source.n_train=512", "data.source.n_val=32", "data.source.n_test=16",
+    "data.batch_size=16", "data.eval_batch_size=16", "encoder.embedding_dim=16", "encoder.hidden_size=32",
+    *TINY_DECODER, "encoder.dropout=0", "decoder.dropout=0", "debug=fast", "trainer.max_steps=-1",
+    "trainer.limit_val_batches=null", "logger=csv", "run_test=false", "callbacks.attention_plots=null",
+]
+
+
+def test_ddp_validation_loss_matches_one_process_with_the_same_global_batch(tmp_path):
+    """Rank r of 2 takes batches r, r+2, ... of the same shuffled list; one process with accumulate_grad_batches=2
+    takes them in pairs: the same four optimizer steps on the same sentences, the same validation set."""
+    run("train.py", *EQUIVALENCE, *DDP_CPU, "trainer.limit_train_batches=4", f"hydra.run.dir={tmp_path / 'ddp'}")
+    run(
+        "train.py", *EQUIVALENCE, "trainer.accumulate_grad_batches=2", "trainer.limit_train_batches=8",
+        f"hydra.run.dir={tmp_path / 'single'}",
+    )
+    ddp, single = (json.loads((tmp_path / name / "summary.json").read_text()) for name in ("ddp", "single"))
+    assert ddp["steps"] == single["steps"] == 4
+    assert ddp["val"]["val/loss"] == pytest.approx(single["val"]["val/loss"], abs=1e-4)
+
+
+def test_multirun_of_ddp_jobs_makes_one_folder_and_one_wandb_run_per_job(tmp_path):
+    sweep = tmp_path / "sweep"
+    run(
+        "train.py", "-m", "attention=dot,general", *TASK_OVERRIDES["mt"], *TINY_DECODER, *DDP_CPU, "debug=fast",
+        f"hydra.sweep.dir={sweep}", "hydra.run.dir=" + str(tmp_path / "stray"),
+    )
+    assert sorted(p.name for p in sweep.iterdir() if p.is_dir()) == ["0", "1"]  # no nested sweep, no per-rank folder
+    assert not (tmp_path / "stray").exists()  # the ranks did not fall back to a run folder of their own
+    for job, attention in (("0", "dot"), ("1", "general")):
+        folder = sweep / job
+        (wandb_run,) = (folder / "wandb").glob("offline-run-*/*.wandb")  # one W&B run, named and grouped
+        records = wandb_run.read_bytes()
+        for text in (f"mt-dates-rnn-{attention}-luong", f"attention:{attention}", "sweep:sweep", "label_smoothing"):
+            assert text.encode() in records, text
+        assert json.loads((folder / "summary.json").read_text())["test"]
+        assert {"train.log", "train_ddp_process_1.log"} <= job_files(folder)
+    summary = json.loads((sweep / "sweep_summary.json").read_text())
+    assert summary["counts"] == {"completed": 2, "pruned": 0, "failed": 0}
