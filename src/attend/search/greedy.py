@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import torch
 from torch import Tensor
 
+from attend.attention import AttentionOutput
 from attend.memory import Memory
 from attend.search.result import SearchResult, forbid, max_lengths
 
 
 class GreedySearch:
-    """Pick the most probable token at each step until every sentence has produced the end token."""
+    """Pick the most probable token at each step until every sentence has produced the end token.
+
+    A sentence's attention weights after its end token are zeros (as beam search returns them).
+    """
 
     def __init__(self, max_len_a: float = 1.5, max_len_b: int = 10) -> None:
         self.max_len_a = max_len_a
@@ -36,7 +42,7 @@ class GreedySearch:
             step_scores = logp.gather(1, best.unsqueeze(1)).squeeze(1)
             scores = scores + torch.where(finished, torch.zeros_like(scores), step_scores)
             tokens.append(best)
-            attended.append(step_attended)
+            attended.append(_zero_after_end(step_attended, finished))
             finished = finished | (best == eos_id)
             if bool(finished.all()):
                 break
@@ -53,3 +59,14 @@ class GreedySearch:
             grid=memory.grid,
             source_lengths=memory.lengths,
         )
+
+
+def _zero_after_end(attended: AttentionOutput, finished: Tensor) -> AttentionOutput:
+    """The step's attention with zero weights for sentences that had already ended (finished (B,))."""
+    ended = finished.view(-1, 1, 1)  # (B, 1, 1)
+    heads = attended.head_weights  # (B, H, 1, S) or None
+    return replace(
+        attended,
+        weights=attended.weights.masked_fill(ended, 0.0),  # (B, 1, S)
+        head_weights=None if heads is None else heads.masked_fill(ended.unsqueeze(1), 0.0),
+    )
