@@ -8,6 +8,7 @@ import lightning as L
 from hydra.utils import get_class, instantiate
 from omegaconf import DictConfig, OmegaConf
 
+from attend.config_types import type_errors
 from attend.model import Seq2Seq
 
 
@@ -16,7 +17,8 @@ class ConfigError(ValueError):
 
 
 def check_config(cfg: DictConfig) -> None:
-    """Fail at start-up on mandatory values (``???``) never set and on an encoder that cannot read the data."""
+    """Fail at start-up, before any data is read, on mandatory values (``???``) never set, an encoder that
+    cannot read the data, options a class does not take and values of the wrong type."""
     missing = sorted(OmegaConf.missing_keys(cfg))
     if missing:
         keys = ", ".join(missing)
@@ -27,6 +29,9 @@ def check_config(cfg: DictConfig) -> None:
         check_modality(cfg)
     for group in ("encoder", "attention", "decoder"):
         check_options(cfg, group)
+    errors = type_errors(cfg)
+    if errors:
+        raise ConfigError("config values of the wrong type: " + "; ".join(errors))
 
 
 def check_options(cfg: DictConfig, group: str) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Sequence
 
 import lightning as L
@@ -15,8 +16,13 @@ from attend.metrics import AttentionMetric
 from attend.reinforce import Reinforce, samples_attention
 from attend.search import SearchResult
 
+log = logging.getLogger(__name__)
 # checkpoint key of each tokenizer role, as the data modules' load_state_dict reads them
 TOKENIZER_STATE_KEYS = {"source": "src_tokenizer", "target": "tgt_tokenizer"}
+
+
+class NonFiniteLossError(RuntimeError):
+    """The training loss stayed NaN or inf for ``max_nonfinite_steps`` steps in a row."""
 
 
 def compile_in_place(model: nn.Module, parts: Sequence[str], options: dict) -> None:
@@ -39,6 +45,9 @@ class Seq2Seq(L.LightningModule):
     ``AttentionMetric``s that read the search's attention weights and the batch. With ``ctc_weight``
     lambda > 0 the objective is (1 - lambda) * attention loss + lambda * CTC loss of the encoder output.
     ``compile_parts`` (e.g. ["encoder"]) are compiled with ``torch.compile(**compile_options)``.
+    A training step whose loss is NaN or inf is skipped (no backward, no update; counted in
+    ``train/nonfinite_skipped``); ``max_nonfinite_steps`` in a row stop the run (0: no check, which
+    saves a host synchronisation per step).
     """
 
     def __init__(
@@ -57,6 +66,7 @@ class Seq2Seq(L.LightningModule):
         run_config: dict | None = None,
         compile_parts: Sequence[str] = (),
         compile_options: dict | None = None,
+        max_nonfinite_steps: int = 5,
     ) -> None:
         super().__init__()
         self.encoder = encoder
@@ -80,6 +90,9 @@ class Seq2Seq(L.LightningModule):
         self.test_metrics = nn.ModuleDict({name: metric.clone() for name, metric in metrics.items()})
         self.test_predictions: list[dict] = []
         compile_in_place(self, compile_parts, compile_options or {})
+        self.max_nonfinite_steps = max_nonfinite_steps
+        self.nonfinite_steps = 0  # training steps skipped for a NaN or inf loss, in all
+        self.nonfinite_in_a_row = 0
         # the progress bar shows the first text metric (BLEU, CER), not a diagnostic a data config adds
         self.headline_metric = next((n for n, m in metrics.items() if not isinstance(m, AttentionMetric)), None)
 
@@ -181,8 +194,33 @@ class Seq2Seq(L.LightningModule):
                 )
         return loss
 
-    def training_step(self, batch: dict, batch_idx: int) -> Tensor:
-        return self._shared_step(batch, "train")
+    def training_step(self, batch: dict, batch_idx: int) -> Tensor | None:
+        loss = self._shared_step(batch, "train")
+        if not self.max_nonfinite_steps:
+            return loss
+        finite = bool(torch.isfinite(loss.detach()))
+        if self.trainer.world_size > 1:  # every rank skips the same step, or DDP's all-reduce would hang
+            finite = self.trainer.strategy.reduce_boolean_decision(finite, all=True)
+        if finite:
+            self.nonfinite_in_a_row = 0
+            return loss
+        return self.skip_nonfinite_step(loss)
+
+    def skip_nonfinite_step(self, loss: Tensor) -> None:
+        """Count and log a NaN or inf loss; returning None makes Lightning skip backward and the update."""
+        self.nonfinite_steps += 1
+        self.nonfinite_in_a_row += 1
+        self.log("train/nonfinite_skipped", float(self.nonfinite_steps), on_step=True, on_epoch=False, batch_size=1)
+        log.warning("step %d: the loss is %s; step skipped (%d in a row)",
+                    self.global_step, float(loss), self.nonfinite_in_a_row)
+        if self.nonfinite_in_a_row >= self.max_nonfinite_steps:
+            raise NonFiniteLossError(
+                f"the loss was NaN or inf at {self.nonfinite_in_a_row} training steps in a row (the last at step "
+                f"{self.global_step}); stopped before any NaN reaches the weights or a checkpoint. Lower "
+                f"optim.optimizer.lr, set trainer.gradient_clip_val, or look for bad samples in the data; resume "
+                f"from the last checkpoint with ckpt_path=... (model.max_nonfinite_steps sets how many)"
+            )
+        return None
 
     def validation_step(self, batch: dict, batch_idx: int) -> Tensor:
         return self._shared_step(batch, "val")

@@ -10,12 +10,14 @@ from pathlib import Path
 import lightning as L
 from hydra.core.hydra_config import HydraConfig
 from hydra.utils import instantiate
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, OmegaConf, open_dict
 
 from attend.builder import build_datamodule, build_model, check_config, instantiate_all
 from attend.callbacks import reference_text
 from attend.distributed import in_a_sweep, is_global_zero, one_job_of_a_sweep, relaunch_ranks_as_this_job
 from attend.parallel_jobs import device_slot
+from attend.preemption import Preemption
+from attend.resume import resolve_ckpt_path
 from attend.wandb_run import configure_wandb, finish_wandb_run
 
 log = logging.getLogger(__name__)
@@ -25,6 +27,8 @@ def train(cfg: DictConfig) -> float | None:
     """Fit, test the best checkpoint, write the run's files; returns the best monitored value."""
     check_config(cfg)
     output_dir = Path(cfg.paths.output_dir)
+    with open_dict(cfg):  # ckpt_path=last or a run folder: the checkpoint file it means
+        cfg.ckpt_path = resolve_ckpt_path(cfg.get("ckpt_path"), output_dir.parent, output_dir)
     if is_global_zero():  # DDP ranks share the job's folder; rank 0 writes it
         output_dir.mkdir(parents=True, exist_ok=True)
         OmegaConf.save(cfg, output_dir / "config_resolved.yaml", resolve=True)
@@ -58,6 +62,8 @@ def fit_and_test(cfg: DictConfig, output_dir: Path, device_slot: int | None = No
     started_at, started = time.time(), time.perf_counter()
     trainer.fit(model, datamodule=datamodule, ckpt_path=cfg.get("ckpt_path"))
     fit_seconds = time.perf_counter() - started
+    if preempted(trainer):
+        return None  # the checkpoint is written and the message logged; no test of an unfinished run
     # read before testing: trainer.test replaces the callback metrics with the test ones
     val_metrics = {k: float(v) for k, v in sorted(trainer.callback_metrics.items()) if k.startswith("val/")}
     monitored = trainer.callback_metrics.get(cfg.monitor.metric)
@@ -80,6 +86,11 @@ def fit_and_test(cfg: DictConfig, output_dir: Path, device_slot: int | None = No
         )
         report(output_dir, test_metrics, checkpoint)
     return monitored
+
+
+def preempted(trainer: L.Trainer) -> bool:
+    """Whether a SIGTERM or SIGUSR1 stopped the fit (the Preemption callback saved a checkpoint)."""
+    return any(isinstance(c, Preemption) and c.saved is not None for c in trainer.callbacks)
 
 
 def write_summary(

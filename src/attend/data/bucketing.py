@@ -73,6 +73,7 @@ class BucketBatchSampler(BatchSampler):
         )
         self._rank = rank if rank is not None else getattr(sampler, "rank", None)
         self._cache: tuple[tuple[int, int, int], list[list[int]]] | None = None
+        self._skip = 0  # batches to leave out at the start of the next iteration (a resumed epoch)
 
     @property
     def epoch(self) -> int:
@@ -94,8 +95,16 @@ class BucketBatchSampler(BatchSampler):
             return self._rank
         return dist.get_rank() if dist.is_available() and dist.is_initialized() else 0
 
+    def resume_after(self, batches: int) -> None:
+        """Start the next iteration after the first ``batches`` batches of the epoch (they were trained
+        before the checkpoint a run resumes from)."""
+        self._skip = batches
+
     def __iter__(self) -> Iterator[list[int]]:
-        return iter(self._rank_batches())
+        # a generator: its body runs at the first batch, after on_train_epoch_start, where a resumed run
+        # calls resume_after
+        skip, self._skip = self._skip, 0
+        yield from self._rank_batches()[skip:]
 
     def __len__(self) -> int:
         return len(self._rank_batches())

@@ -1,0 +1,80 @@
+"""Start-up type checks: each option of a ``_target_`` node must fit the type its class's ``__init__``
+declares (an int for ``encoder.hidden_size``, a float for ``optim.optimizer.lr``), named by its key."""
+
+from __future__ import annotations
+
+import importlib
+import types
+import typing
+from typing import Any, Union
+
+from omegaconf import DictConfig, ListConfig, OmegaConf
+
+# what an option's value may be, per simple declared type (an int is a fine float; a bool is no int here)
+ACCEPTS = {int: (int,), float: (int, float), str: (str,), bool: (bool,)}
+GROUPS = ("data", "encoder", "attention", "decoder", "model", "optim", "trainer")
+
+
+def type_errors(cfg: DictConfig) -> list[str]:
+    """One message per option whose value does not fit its declared type, over the run's groups."""
+    errors: list[str] = []
+    for group in GROUPS:
+        node = cfg.get(group)
+        if isinstance(node, DictConfig):
+            errors += node_errors(node, group)
+    return errors
+
+
+def node_errors(node: DictConfig, key: str) -> list[str]:
+    """Check ``node`` against its ``_target_``'s signature, then every nested node."""
+    errors: list[str] = []
+    hints = declared_types(node.get("_target_")) if "_target_" in node else {}
+    for name in node:
+        name = str(name)
+        if name.startswith("_"):
+            continue
+        child = node._get_node(name)
+        if isinstance(child, DictConfig):
+            errors += node_errors(child, f"{key}.{name}")
+            continue
+        if name not in hints or isinstance(child, ListConfig) or OmegaConf.is_interpolation(node, name):
+            continue  # interpolations are checked once resolved, where they point
+        value = child._value()
+        expected = allowed_types(hints[name])
+        if expected is not None and not isinstance(value, expected):
+            names = type_names(expected)
+            errors.append(f"{key}.{name} must be {names}, not {value!r}: set {key}.{name}=<{names}>")
+    return errors
+
+
+def declared_types(target: Any) -> dict[str, Any]:
+    """The annotated parameters of ``target`` (a class's ``__init__`` or a function); none when unreadable."""
+    module_name, _, name = str(target).rpartition(".")
+    try:
+        obj = getattr(importlib.import_module(module_name), name)
+        return typing.get_type_hints(obj.__init__ if isinstance(obj, type) else obj)
+    except Exception:  # not importable here, or annotations that do not resolve: not checked
+        return {}
+
+
+def allowed_types(hint: Any) -> tuple[type, ...] | None:
+    """The Python types a value of ``hint`` may have, or None when the hint is not a simple one."""
+    if hint in ACCEPTS:
+        return ACCEPTS[hint]
+    if typing.get_origin(hint) in (Union, types.UnionType):
+        allowed: tuple[type, ...] = ()
+        for arg in typing.get_args(hint):
+            if arg is type(None):
+                allowed += (type(None),)
+            elif arg in ACCEPTS:
+                allowed += ACCEPTS[arg]
+            elif not isinstance(arg, type):
+                return None  # a member such as Sequence[int] or a Literal: not checked
+            # another class (Tensor, Path): a YAML scalar is never one, so it adds nothing here
+        return allowed or None
+    return None
+
+
+def type_names(types_: tuple[type, ...]) -> str:
+    """``int or null`` for (int, NoneType)."""
+    return " or ".join(sorted({"null" if t is type(None) else t.__name__ for t in types_}))
