@@ -210,7 +210,7 @@ def test_unreadable_images_are_skipped_and_logged(tmp_path: Path, caplog: pytest
         "val": [record(image_file(tmp_path, "green.png", (30, 160, 50)), "a green box")],
         "test": [record(image_file(tmp_path, "grey.png", (128, 128, 128)), "a grey box")],
     }
-    dm = datamodule(FileSource(tmp_path, splits), None)
+    dm = datamodule(FileSource(tmp_path, splits), None, max_skip_fraction=1.0)  # half of train is bad
     with caplog.at_level(logging.WARNING, logger="attend.data"):
         ready(dm)
     assert "missing.jpg" in caplog.text and "corrupt.jpg" in caplog.text
@@ -348,7 +348,7 @@ def test_long_training_captions_are_dropped(tmp_path: Path, caplog: pytest.LogCa
     splits = source.splits()
     too_long = sum(len(c.split()) > 4 for r in splits["train"] for c in r.captions)
     assert 0 < too_long < 40
-    dm = datamodule(source, tmp_path, max_target_len=4)
+    dm = datamodule(source, tmp_path, max_target_len=4, max_skip_fraction=1.0)  # a deliberately tight limit
     with caplog.at_level(logging.INFO, logger="attend.data"):
         ready(dm)
     assert dm.dropped == too_long and f"dropped {too_long} training captions" in caplog.text

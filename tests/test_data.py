@@ -75,7 +75,7 @@ def test_eval_loaders_sorted_complete_and_unshuffled() -> None:
 
 
 def test_length_filter_drops_train_only_and_logs(caplog: pytest.LogCaptureFixture) -> None:
-    dm = multi30k(max_source_len=6, max_target_len=7)
+    dm = multi30k(max_source_len=6, max_target_len=7, max_skip_fraction=1.0)  # a deliberately tight limit
     with caplog.at_level(logging.INFO, logger="attend.data"):
         dm.setup("fit")
     kept = [(len(dm.src_tokenizer.encode(s)), len(dm.tgt_tokenizer.encode(t))) for s, t in dm.splits["train"]]

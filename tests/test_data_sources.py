@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from attend.data import DatePairs, DingNotFoundError, DingPairs, ParallelText, ParallelTextError
+from attend.data.bad_samples import BadSamples, DataError
 from attend.data.ding import DING_PATH
 from attend.data.ding_format import clean, parse_ding
 
@@ -176,8 +177,12 @@ def test_parallel_text_errors(tmp_path: Path) -> None:
         ParallelText(tmp_path).splits()
     write(tmp_path / "val.en", ["Hello world.", "Good day."])
     write(tmp_path / "test.de", "Hallo.\nGr\xfc\xdfe.\n".encode("latin-1"))
-    with pytest.raises(ParallelTextError, match=r"test\.de, line 2: not valid UTF-8"):
-        ParallelText(tmp_path).splits()
+    source = ParallelText(tmp_path)
+    source.bad_samples = BadSamples(on_error="raise")
+    with pytest.raises(DataError, match=r"test\.de:2: not valid UTF-8"):
+        source.splits()
+    source.bad_samples = BadSamples(max_skip_fraction=0.5)  # the bad line alone is skipped
+    assert source.splits()["test"] == [("Hallo.", "Hello world.")] and source.skipped["test"] == 1
     (tmp_path / "test.de").unlink()
     with pytest.raises(FileNotFoundError, match="test.de not found"):
         ParallelText(tmp_path).splits()

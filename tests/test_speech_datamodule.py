@@ -50,6 +50,7 @@ def make_datamodule(source, tmp_path, **kwargs) -> SpeechDataModule:
         "batch_size": 3,
         "max_duration": 3.0,
         "cache_dir": str(tmp_path / "cache"),
+        "max_skip_fraction": 0.5,  # the fixture's 3.5 s utterance is one of eight, over max_duration on purpose
     }
     datamodule = SpeechDataModule(source, **{**settings, **kwargs})
     datamodule.prepare_data()

@@ -27,6 +27,7 @@ from attend.data.audio import (
     read_audio,
 )
 from attend.data.audio import espeak as espeak_module
+from attend.data.bad_samples import BadSamples, DataError
 
 HAS_ESPEAK = shutil.which("espeak-ng") is not None
 TUXPAINT = Path("/usr/share/tuxpaint/stamps")
@@ -289,8 +290,12 @@ def test_librispeech_errors(librispeech):
     with pytest.raises(SpeechDataError, match="set data.source.root=.*LibriSpeech"):
         LibriSpeech(librispeech.parent).splits()
     transcript = write_chapter(librispeech / "dev-other", "7", "8", ["ONE", "TWO"], missing=1)
-    with pytest.raises(SpeechDataError, match=rf"{transcript.name}:2: audio .*7-8-0001.flac is missing"):
-        LibriSpeech(librispeech, val=["dev-other"]).splits()
+    source = LibriSpeech(librispeech, val=["dev-other"])
+    source.bad_samples = BadSamples(on_error="raise")
+    with pytest.raises(DataError, match=rf"{transcript.name}:2: audio .*7-8-0001.flac is missing"):
+        source.splits()
+    source.bad_samples = BadSamples(max_skip_fraction=0.5)  # the line without audio is skipped
+    assert [u.key for u in source.splits()["val"]] == ["7-8-0000"]
     transcript.write_text("7-8-0000 ONE\nBROKEN LINE\n", encoding="utf-8")
     with pytest.raises(SpeechDataError, match=rf"{transcript.name}:2: expected `7-8-UTT TRANSCRIPT`"):
         LibriSpeech(librispeech, val=["dev-other"]).splits()

@@ -30,7 +30,8 @@ class CaptionDataModule(TargetTextDataModule):
     Training has one example per (image, caption) pair, so an image with five captions is seen
     five times an epoch with a different target each time; validation and test have one example
     per image, scored against all its captions (``references``), with its first caption as the
-    target of the loss. Training captions longer than ``max_target_len`` words are dropped (logged).
+    target of the loss. Training captions that are empty or longer than ``max_target_len`` words, and
+    unreadable images, are bad samples: skipped and counted (``on_error``, ``max_skip_fraction``).
     Batches: ``src`` (B, 3, H, W), ``tgt`` (B, T), ``tgt_lengths``, ``ids``, ``sources`` (image
     keys), ``references`` (lists of captions), ``objects`` (data=shapes' boxes).
     """
@@ -50,8 +51,13 @@ class CaptionDataModule(TargetTextDataModule):
         num_workers: int = 0,
         seed: int = 1234,
         cache_dir: str | os.PathLike | None = None,
+        on_error: str = "skip",
+        max_skip_fraction: float = 0.1,
     ) -> None:
-        super().__init__(source, tokenizer, batch_size, eval_batch_size, num_workers, seed, cache_dir)
+        super().__init__(
+            source, tokenizer, batch_size, eval_batch_size, num_workers, seed, cache_dir,
+            on_error=on_error, max_skip_fraction=max_skip_fraction,
+        )
         self.image_size = image_size
         self.augment = augment
         self.hflip = hflip
@@ -64,14 +70,15 @@ class CaptionDataModule(TargetTextDataModule):
         """Read and cache every split's images once (local rank 0); without a cache ``setup`` reads them."""
         if self.cache_dir is None or self.prepared:
             return  # reading here too would read every image twice
-        for records in self.source_splits().values():
-            load_pixels(self.source, records, self.image_size, self.cache_dir)
+        silent = self.bad_samples.cache_pass()  # setup reads the cache and reports the skips
+        for name, records in self.source_splits().items():
+            load_pixels(self.source, records, self.image_size, self.cache_dir, silent, name)
 
     def setup(self, stage: str | None = None) -> None:
         """Read splits and cached images, fit the tokenizer on training captions, tokenize (idempotent)."""
         if self.datasets:
             return
-        self.loaded = {name: self._load(records) for name, records in self.source_splits().items()}
+        self.loaded = {name: self._load(name, records) for name, records in self.source_splits().items()}
         if not self.tokenizer.is_fitted:
             self.tokenizer.fit([caption for record in self.loaded["train"][1] for caption in record.captions])
         self._encode_splits()
@@ -80,31 +87,51 @@ class CaptionDataModule(TargetTextDataModule):
             len(self.loaded["train"][1]), len(self.datasets["train"]), len(self.datasets["val"]),
             len(self.datasets["test"]), self.tokenizer.vocab_size,
         )
+        self.bad_samples.log_summary()
 
     def _encode_splits(self) -> None:
         for name, (pixels, records) in self.loaded.items():
             self.datasets[name] = self._encode(pixels, records, train=name == "train")
 
-    def _load(self, records: list[ImageCaption]):
-        pixels, kept = load_pixels(self.source, records, self.image_size, self.cache_dir)
+    def _load(self, split: str, records: list[ImageCaption]):
+        pixels, kept = load_pixels(self.source, records, self.image_size, self.cache_dir, self.bad_samples, split)
         return pixels, [records[i] for i in kept]
 
     def _encode(self, pixels, records: list[ImageCaption], train: bool) -> CaptionDataset:
-        rows = []  # (image index, caption ids, references, key, objects)
+        rows, texts = [], []  # (image index, caption ids, references, key, objects); the caption of each row
         for index, record in enumerate(records):
             references = list(record.captions)
-            targets = references if train else references[:1]
-            for caption in targets:
+            for caption in references if train else references[:1]:
                 rows.append((index, self.tokenizer.encode(caption), references, record.key, record.objects))
+                texts.append(caption)
         if train:
-            kept = [row for row in rows if 0 < len(row[1]) <= self.max_target_len]
-            self.dropped = len(rows) - len(kept)
-            if self.dropped:
-                log.info("dropped %d training captions (empty or over %d words)", self.dropped, self.max_target_len)
-            rows = kept
+            rows = self._drop_bad_captions(rows, texts)
         columns = list(zip(*rows, strict=True)) if rows else [[]] * 5
         transform = image_transform(train, self.image_size, augment=self.augment, hflip=self.hflip)
         return CaptionDataset(pixels, *[list(c) for c in columns], transform=transform)
+
+    def _drop_bad_captions(self, rows: list[tuple], texts: list[str]) -> list[tuple]:
+        """Training rows whose caption is empty or over ``max_target_len`` words are bad samples (skipped)."""
+        self.bad_samples.begin("train", "length")
+        kept = []
+        for row, text in zip(rows, texts, strict=True):
+            length = len(row[1])
+            if 0 < length <= self.max_target_len:
+                kept.append(row)
+            elif length == 0:
+                problem = f"caption {text!r} has no words"
+                self.bad_samples.skip("train", "length", f"image {row[3]}", "empty caption", problem)
+            else:
+                problem = (
+                    f"caption {text[:60]!r} has {length} words, over data.max_target_len={self.max_target_len} "
+                    "(raise it to keep such captions)"
+                )
+                self.bad_samples.skip("train", "length", f"image {row[3]}", "caption over max_target_len", problem)
+        self.dropped = len(rows) - len(kept)
+        if self.dropped:
+            log.info("dropped %d training captions (empty or over %d words)", self.dropped, self.max_target_len)
+        self.bad_samples.end("train", "length", len(rows), "captions")
+        return kept
 
     # what the model, plots and prediction need ---------------------------------------------
     def encoder_kwargs(self) -> dict[str, int]:

@@ -10,7 +10,8 @@ from PIL import Image
 from torch import Tensor
 from torchvision.transforms import v2
 
-from attend.data.cache import cache_file, read_each, save_atomic
+from attend.data.bad_samples import BadSamples
+from attend.data.cache import cache_file, cached_skips, read_each, replay_skips, save_atomic
 from attend.data.images import ImageCaption, ImageReadError
 
 log = logging.getLogger("attend.data")
@@ -34,12 +35,20 @@ def to_uint8_tensor(image: Image.Image) -> Tensor:
     return torch.from_numpy(np.asarray(image.convert("RGB"), dtype=np.uint8).copy()).permute(2, 0, 1)
 
 
-def load_pixels(source, records: list[ImageCaption], size: int, cache_dir: str | None) -> tuple[Tensor, list[int]]:
+def load_pixels(
+    source,
+    records: list[ImageCaption],
+    size: int,
+    cache_dir: str | None,
+    bad_samples: BadSamples | None = None,
+    split: str = "data",
+) -> tuple[Tensor, list[int]]:
     """(N, 3, size, size) uint8 of the records whose image could be read, and their indices.
 
-    Unreadable images (missing, corrupt) are skipped, each named in a warning, and counted in the
-    log. With ``cache_dir`` the result is saved under ``cache_dir/images`` keyed by the source's
-    settings, the size and the records, and read back next time.
+    Unreadable images (missing, corrupt) go to ``bad_samples``: skipped, named in a warning and
+    counted (or DataError with on_error=raise). With ``cache_dir`` the result and its skips are saved
+    under ``cache_dir/images`` keyed by the source's settings, the size and the records; a cached read
+    reports the same skips again.
     """
     if not records:  # an empty split (n_test=0): nothing to read
         return torch.empty((0, 3, size, size), dtype=torch.uint8), []
@@ -48,12 +57,15 @@ def load_pixels(source, records: list[ImageCaption], size: int, cache_dir: str |
         path = cache_file(cache_dir, "images", source, size, [r.key for r in records], label=f"{size}px")
         if path.is_file():
             cached = torch.load(path, weights_only=True)
+            replay_skips(bad_samples, split, cached_skips(cached, records), len(records), "image")
             return cached["pixels"], cached["kept"]
     read = lambda record: to_uint8_tensor(square_resize(source.load_image(record), size))
-    pixels, kept = read_each(records, read, ImageReadError, "image")
+    pixels, kept, skipped = read_each(
+        records, read, ImageReadError, "image", bad_samples, split, corrupt="corrupt image"
+    )
     stacked = torch.stack(pixels)  # (N, 3, size, size)
     if path is not None:
-        save_atomic({"pixels": stacked, "kept": kept}, path)
+        save_atomic({"pixels": stacked, "kept": kept, "skipped": skipped}, path)
     return stacked, kept
 
 

@@ -9,6 +9,7 @@ from typing import Any, Protocol
 import lightning as L
 from torch.utils.data import DataLoader
 
+from attend.data.bad_samples import BadSamples, ReportsSkips
 from attend.data.bucketing import BucketBatchSampler
 from attend.data.dataset import TranslationCollate, TranslationDataset
 from attend.data.splitting import Pair
@@ -27,7 +28,7 @@ class PairSource(Protocol):
     def splits(self) -> dict[str, list[Pair]]: ...
 
 
-class TranslationDataModule(L.LightningDataModule):
+class TranslationDataModule(ReportsSkips, L.LightningDataModule):
     """Pairs from ``source``, tokenized once; bucketed train batches, length-sorted val/test.
 
     ``src_tokenizer``/``tgt_tokenizer`` are tokenizer objects (Hydra instantiates them); unfitted
@@ -38,8 +39,10 @@ class TranslationDataModule(L.LightningDataModule):
     (SentencePiece) and have no folder of their own.
 
     Only training pairs longer than ``max_source_len``/``max_target_len`` tokens (target without
-    bos/eos) or with an empty side are dropped, and the count is logged; val/test keep every
-    pair, since they are scored on raw text. ``max_tokens`` caps padded tokens per train batch.
+    bos/eos) or with an empty side are dropped; val/test keep every pair, since they are scored on
+    raw text. Dropped pairs, and lines a source cannot use, are bad samples: skipped and counted, or
+    an error, by ``on_error`` (skip | raise) and ``max_skip_fraction`` (``skipped``, ``skip_summary()``).
+    ``max_tokens`` caps padded tokens per train batch.
     Batches: ``src`` (B, S), ``src_lengths`` (B,), ``tgt`` (B, T) = bos + ids + eos,
     ``tgt_lengths`` (B,) (bos/eos included), ``ids`` (B,) positions in the split as read,
     ``sources`` and ``references`` (raw text); val/test batches of a source with ``alignments``
@@ -63,9 +66,13 @@ class TranslationDataModule(L.LightningDataModule):
         cache_dir: str | os.PathLike | None = None,
         eval_batch_size: int | None = None,
         tokenizer_states: dict[str, dict[str, Any]] | None = None,
+        on_error: str = "skip",
+        max_skip_fraction: float = 0.1,
     ) -> None:
         super().__init__()
+        self.bad_samples = BadSamples(on_error, max_skip_fraction)
         self.source = source
+        self.share_policy(source)
         self.src_tokenizer = src_tokenizer
         self.tgt_tokenizer = tgt_tokenizer
         self.batch_size = batch_size
@@ -142,25 +149,12 @@ class TranslationDataModule(L.LightningDataModule):
             self.src_tokenizer.vocab_size,
             self.tgt_tokenizer.vocab_size,
         )
+        self.bad_samples.log_summary()
 
     def _encode(self, pairs: list[Pair], filter_long: bool, alignments: list | None = None) -> TranslationDataset:
         src = [self.src_tokenizer.encode(s) for s, _ in pairs]
         tgt = [self.tgt_tokenizer.encode(t) for _, t in pairs]
-        keep = range(len(pairs))
-        if filter_long:
-            keep = [
-                i
-                for i in keep
-                if 0 < len(src[i]) <= self.max_source_len and 0 < len(tgt[i]) <= self.max_target_len
-            ]
-            self.dropped = len(pairs) - len(keep)
-            log.info(
-                "dropped %d of %d training pairs (empty, or longer than %d source / %d target tokens)",
-                self.dropped,
-                len(pairs),
-                self.max_source_len,
-                self.max_target_len,
-            )
+        keep = self._drop_bad_pairs(pairs, src, tgt) if filter_long else range(len(pairs))
         return TranslationDataset(
             src=[src[i] for i in keep],
             tgt=[tgt[i] for i in keep],
@@ -169,6 +163,39 @@ class TranslationDataModule(L.LightningDataModule):
             ids=list(keep),
             alignments=None if alignments is None else [alignments[i] for i in keep],
         )
+
+    def _drop_bad_pairs(self, pairs: list[Pair], src: list[list[int]], tgt: list[list[int]]) -> list[int]:
+        """Indices of the training pairs to keep; an empty side or one over its length limit is a bad sample."""
+        self.bad_samples.begin("train", "length")
+        keep = []
+        for i, (source, target) in enumerate(pairs):
+            problem = self._length_problem(len(src[i]), len(tgt[i]))
+            if problem is None:
+                keep.append(i)
+            else:
+                reason = "empty after tokenizing" if problem.startswith("empty") else "over the length limit"
+                key = f"pair {i} ({source[:40]!r} -> {target[:40]!r})"
+                self.bad_samples.skip("train", "length", key, reason, problem)
+        self.dropped = len(pairs) - len(keep)
+        log.info(
+            "dropped %d of %d training pairs (empty, or longer than %d source / %d target tokens)",
+            self.dropped,
+            len(pairs),
+            self.max_source_len,
+            self.max_target_len,
+        )
+        self.bad_samples.end("train", "length", len(pairs), "pairs")
+        return keep
+
+    def _length_problem(self, source_tokens: int, target_tokens: int) -> str | None:
+        """Why a training pair of these token counts is dropped, or None to keep it."""
+        if source_tokens == 0 or target_tokens == 0:
+            return f"empty {'source' if source_tokens == 0 else 'target'} after tokenizing"
+        for side, tokens, limit in (("source", source_tokens, self.max_source_len),
+                                    ("target", target_tokens, self.max_target_len)):
+            if tokens > limit:
+                return f"{tokens} {side} tokens, over data.max_{side}_len={limit} (raise it to keep such pairs)"
+        return None
 
     # loaders ---------------------------------------------------------------------------------
     def _loader(self, dataset: TranslationDataset | None, train: bool) -> DataLoader:

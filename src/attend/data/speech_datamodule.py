@@ -20,13 +20,21 @@ from attend.plots import Spectrogram
 log = logging.getLogger("attend.data")
 
 
+def with_duration(utterance: Utterance) -> Utterance:
+    """The utterance with its duration (the source's, else the header's); the header is read either way,
+    so a missing or corrupt file is skipped at start-up rather than failing mid-epoch."""
+    header_seconds = audio_duration(utterance.path)
+    return replace(utterance, duration=utterance.duration if utterance.duration is not None else header_seconds)
+
+
 class SpeechDataModule(TargetTextDataModule):
     """Utterances from ``source`` (``splits()``), features from ``frontend``, transcripts tokenized by
     ``tokenizer`` (characters by default, fitted on training transcripts).
 
     Batches hold utterances of similar duration (at most ``batch_size`` of them and at most
-    ``max_frames`` padded feature frames). Training utterances longer than ``max_duration`` seconds,
-    with an empty transcript or one over ``max_transcript_chars`` characters are dropped and logged; SpecAugment
+    ``max_frames`` padded feature frames). Unreadable audio, and training utterances longer than
+    ``max_duration`` seconds, with an empty transcript or one over ``max_transcript_chars`` characters,
+    are bad samples: skipped and counted (``on_error``, ``max_skip_fraction``); SpecAugment
     (``spec_augment``, null for none) masks training features. With ``precompute`` the features of
     every split are computed once (cached in ``cache_dir``); without, each step reads the audio.
     Batches: ``src`` (B, N, n_mels), ``src_lengths`` (B,), ``tgt`` (B, T), ``ids``, ``sources`` (keys),
@@ -50,9 +58,12 @@ class SpeechDataModule(TargetTextDataModule):
         num_workers: int = 0,
         seed: int = 1234,
         cache_dir: str | os.PathLike | None = None,
+        on_error: str = "skip",
+        max_skip_fraction: float = 0.1,
     ) -> None:
         super().__init__(
-            source, tokenizer, batch_size, eval_batch_size, num_workers, seed, cache_dir, max_tokens=max_frames
+            source, tokenizer, batch_size, eval_batch_size, num_workers, seed, cache_dir, max_tokens=max_frames,
+            on_error=on_error, max_skip_fraction=max_skip_fraction,
         )
         self.frontend = frontend
         self.spec_augment = spec_augment
@@ -69,14 +80,15 @@ class SpeechDataModule(TargetTextDataModule):
             return
         splits = self.source_splits()
         if self.precompute and self.cache_dir is not None:
-            for utterances in splits.values():
-                load_features(self.source, utterances, self.frontend, self.cache_dir)
+            silent = self.bad_samples.cache_pass()  # setup reads the cache and reports the skips
+            for name, utterances in splits.items():
+                load_features(self.source, utterances, self.frontend, self.cache_dir, silent, name)
 
     def setup(self, stage: str | None = None) -> None:
         """Read splits and features, filter training utterances, fit the tokenizer, tokenize (idempotent)."""
         if self.datasets:
             return
-        self.loaded = {name: self._load(utterances) for name, utterances in self.source_splits().items()}
+        self.loaded = {name: self._load(name, utterances) for name, utterances in self.source_splits().items()}
         self.loaded["train"] = self._filter_train(*self.loaded["train"])
         if not self.tokenizer.is_fitted:
             self.tokenizer.fit([u.text for u in self.loaded["train"][0]])
@@ -86,13 +98,18 @@ class SpeechDataModule(TargetTextDataModule):
             len(self.datasets["train"]), len(self.datasets["val"]), len(self.datasets["test"]),
             self.tokenizer.vocab_size,
         )
+        self.bad_samples.log_summary()
 
-    def _load(self, utterances: list[Utterance]) -> tuple[list[Utterance], list | None]:
+    def _load(self, split: str, utterances: list[Utterance]) -> tuple[list[Utterance], list | None]:
         """Utterances whose audio can be read, with their features when precomputed, else their durations."""
-        if not self.precompute:  # durations (for batching and the filter) from the headers where unknown
-            timed = lambda u: u if u.duration is not None else replace(u, duration=audio_duration(u.path))
-            return read_each(utterances, timed, AudioReadError, "utterance")[0], None
-        features, kept = load_features(self.source, utterances, self.frontend, self.cache_dir)
+        if not self.precompute:
+            timed = read_each(
+                utterances, with_duration, AudioReadError, "utterance", self.bad_samples, split, "corrupt audio"
+            )
+            return timed[0], None
+        features, kept = load_features(
+            self.source, utterances, self.frontend, self.cache_dir, self.bad_samples, split
+        )
         return [utterances[i] for i in kept], features
 
     def _duration(self, utterance: Utterance, features) -> float:
@@ -101,29 +118,33 @@ class SpeechDataModule(TargetTextDataModule):
         return utterance.duration or 0.0
 
     def _filter_train(self, utterances: list[Utterance], features: list | None):
-        """Drop training utterances that are too long or have no usable transcript; log what went."""
-        def reason(utterance: Utterance, feature) -> str | None:
-            if self.max_duration is not None and self._duration(utterance, feature) > self.max_duration:
-                return f"over {self.max_duration} s"
+        """Training utterances that are too long or have no usable transcript are bad samples (skipped)."""
+        def reason(utterance: Utterance, feature) -> tuple[str, str] | None:
+            seconds = self._duration(utterance, feature)
+            if self.max_duration is not None and seconds > self.max_duration:
+                return f"over {self.max_duration} s", (
+                    f"{seconds:.1f} s of audio, over data.max_duration={self.max_duration} (raise it to keep it)"
+                )
             if not utterance.text.strip():
-                return "empty transcript"
+                return "empty transcript", "the transcript is empty"
             if len(utterance.text) > self.max_transcript_chars:
-                return f"transcript over {self.max_transcript_chars} characters"
+                return f"transcript over {self.max_transcript_chars} characters", (
+                    f"a transcript of {len(utterance.text)} characters, over "
+                    f"data.max_transcript_chars={self.max_transcript_chars} (raise it to keep it)"
+                )
             return None
 
+        self.bad_samples.begin("train", "length")
         keep = []
         self.dropped = {}
         for index, utterance in enumerate(utterances):
-            feature = None if features is None else features[index]
-            why = reason(utterance, feature)
+            why = reason(utterance, None if features is None else features[index])
             if why is None:
                 keep.append(index)
                 continue
-            self.dropped[why] = self.dropped.get(why, 0) + 1
-            if sum(self.dropped.values()) <= 5:
-                log.info("dropping training utterance %s (%s)", utterance.key, why)
-        for why, count in self.dropped.items():
-            log.warning("dropped %d of %d training utterances: %s", count, len(utterances), why)
+            self.dropped[why[0]] = self.dropped.get(why[0], 0) + 1
+            self.bad_samples.skip("train", "length", f"utterance {utterance.key} ({utterance.path})", *why)
+        self.bad_samples.end("train", "length", len(utterances), "utterances")
         kept_features = None if features is None else [features[i] for i in keep]
         return [utterances[i] for i in keep], kept_features
 

@@ -8,17 +8,20 @@ from typing import Any
 import lightning as L
 from torch.utils.data import DataLoader, Dataset
 
+from attend.data.bad_samples import BadSamples, ReportsSkips
 from attend.data.bucketing import BucketBatchSampler
 from attend.data.tokenizer import Tokenizer, tokenizer_from_state
 
 
-class TargetTextDataModule(L.LightningDataModule):
+class TargetTextDataModule(ReportsSkips, L.LightningDataModule):
     """A data module whose only text is the target (captions, transcripts) and whose source is read as is.
 
     Subclasses fill ``self.loaded`` (split -> what ``_encode_splits`` tokenizes) and ``self.datasets``
     (split -> a Dataset with ``lengths()``), and write ``_collate()`` and ``_encode_splits()``.
     Batches hold examples of similar length: at most ``batch_size`` of them (``eval_batch_size``
     for validation and test) and, with ``max_tokens``, at most that many padded length units.
+    Bad samples follow ``on_error`` (skip | raise) and ``max_skip_fraction`` (see ``BadSamples``);
+    ``skipped`` and ``skip_summary()`` give the counts.
     """
 
     def __init__(
@@ -31,9 +34,13 @@ class TargetTextDataModule(L.LightningDataModule):
         seed: int,
         cache_dir: str | os.PathLike | None,
         max_tokens: int | None = None,
+        on_error: str = "skip",
+        max_skip_fraction: float = 0.1,
     ) -> None:
         super().__init__()
+        self.bad_samples = BadSamples(on_error, max_skip_fraction)
         self.source = source
+        self.share_policy(source)
         self.tokenizer = tokenizer
         self.batch_size = batch_size
         self.eval_batch_size = eval_batch_size or batch_size

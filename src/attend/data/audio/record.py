@@ -12,6 +12,8 @@ import soundfile
 import torch
 import torchaudio
 
+from attend.data.bad_samples import DataError
+
 APOSTROPHES = str.maketrans({"\u2019": "'", "\u02bc": "'", "\u2018": "'"})  # ’ ʼ ‘ -> '
 LONE_APOSTROPHE = re.compile(r"'(?![^\s'])|(?<![^\s'])'")  # not between two word characters
 
@@ -27,7 +29,7 @@ class Utterance:
     speaker: str = ""
 
 
-class SpeechDataError(ValueError):
+class SpeechDataError(DataError):
     """A speech corpus layout or manifest is missing or malformed; the message names the file, the line and the fix."""
 
 

@@ -8,6 +8,8 @@ from pathlib import Path
 
 from PIL import Image
 
+from attend.data.bad_samples import DataError
+
 
 @dataclass(frozen=True)
 class SceneObject:
@@ -32,7 +34,7 @@ class ImageReadError(ValueError):
     """An image file is missing or cannot be decoded; the message names the file."""
 
 
-class CaptionDataError(ValueError):
+class CaptionDataError(DataError):
     """A caption data set file is missing or malformed; the message names the file, the line and the fix."""
 
 

@@ -1,0 +1,169 @@
+"""What to do with a bad sample (missing, corrupt, empty, undecodable, too long): skip and count it, or stop."""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections import Counter
+from dataclasses import dataclass
+
+log = logging.getLogger("attend.data")
+
+ON_ERROR_CHOICES = ("skip", "raise")
+NAMED_PER_STAGE = 10  # skips named one by one in warnings per split and stage; the rest only counted
+SPLIT_ORDER = ("train", "val", "test")
+STAGE_WORDS = {"lines": "reading the text", "files": "reading the files", "length": "by the length limits"}
+
+
+class DataError(ValueError):
+    """Bad data stopped the run; the message names the file, the problem and the option or fix."""
+
+
+@dataclass(frozen=True)
+class Skip:
+    """One skipped sample: where it was (split, stage), which file or record, and why."""
+
+    split: str  # "train", "val", "test"
+    stage: str  # "lines" (a text line), "files" (an image or audio file) or "length" (over a length limit)
+    key: str  # the file, "file:line" or record that was skipped
+    reason: str  # a short category, counted: "missing file", "corrupt image", "empty line", ...
+    problem: str  # the full message
+
+
+class BadSamples:
+    """The ``data.on_error`` / ``data.max_skip_fraction`` policy, shared by every data module and reader.
+
+    ``skip(...)`` either raises DataError (``on_error="raise"``) or records the sample and names it in a
+    warning (unless ``quiet``). A reading stage of a split starts with ``begin(split, stage)`` (forgetting
+    what an earlier read of it recorded) and ends with ``end(split, stage, total, unit)``, which logs the
+    count and raises DataError when the share of the split's samples lost so far exceeds ``max_skip_fraction``.
+    """
+
+    def __init__(self, on_error: str = "skip", max_skip_fraction: float = 0.1, quiet: bool = False) -> None:
+        if on_error not in ON_ERROR_CHOICES:
+            raise ValueError(f"data.on_error must be one of {', '.join(ON_ERROR_CHOICES)}; got {on_error!r}")
+        if isinstance(max_skip_fraction, bool) or not 0.0 <= float(max_skip_fraction) <= 1.0:
+            raise ValueError(
+                f"data.max_skip_fraction must be a number from 0 to 1 (0: stop at the first skip, 1: never stop); "
+                f"got {max_skip_fraction!r}"
+            )
+        self.on_error = on_error
+        self.max_skip_fraction = float(max_skip_fraction)
+        self.quiet = quiet  # no warnings: for a pass that only fills a cache, whose skips setup reports
+        self.skips: list[Skip] = []
+        self.totals: dict[tuple[str, str], tuple[int, str]] = {}  # (split, stage) -> (samples, unit)
+
+    def begin(self, split: str, stage: str) -> None:
+        """Start (or restart) a stage of a split: what an earlier pass over it recorded is forgotten."""
+        self.skips = [s for s in self.skips if (s.split, s.stage) != (split, stage)]
+        self.totals.pop((split, stage), None)
+
+    def skip(self, split: str, stage: str, key: str, reason: str, problem: str) -> None:
+        """Record a bad sample and warn (first few by name); with on_error=raise, raise DataError instead."""
+        if self.on_error == "raise":
+            raise DataError(
+                f"{key}: {problem} ({reason}, {split} split). Fix or remove it, or set data.on_error=skip "
+                "to skip such samples"
+            )
+        self.skips.append(Skip(split, stage, key, reason, problem))
+        if not self.quiet and self.count(split, stage) <= NAMED_PER_STAGE:
+            log.warning("skipping %s sample %s: %s", split, key, problem)
+
+    def end(self, split: str, stage: str, total: int, unit: str) -> None:
+        """Close a stage of ``total`` samples: log what was skipped, stop if the split lost too much."""
+        self.totals[(split, stage)] = (total, unit)
+        skipped = self.count(split, stage)
+        if skipped and not self.quiet:
+            unnamed = max(0, skipped - NAMED_PER_STAGE)
+            more = f"; {unnamed} more not named above" if unnamed else ""
+            reasons = self._reasons_text(split, stage)
+            log.warning("skipped %d of %d %s of the %s split (%s)%s", skipped, total, unit, split, reasons, more)
+        fraction = self.fraction(split)
+        if fraction > self.max_skip_fraction:
+            raise DataError(self._too_many_message(split, fraction))
+
+    def cache_pass(self) -> BadSamples:
+        """A silent policy with no skip limit, for a pass that only fills a cache (setup reports its skips)."""
+        return BadSamples(self.on_error, 1.0, quiet=True)
+
+    # counts ---------------------------------------------------------------------------------------
+    @property
+    def skipped(self) -> dict[str, int]:
+        """Skipped samples per split: train, val, test (zero included) and any other split seen."""
+        splits = set(SPLIT_ORDER) | {split for split, _ in self.totals} | {s.split for s in self.skips}
+        counts = Counter(s.split for s in self.skips)
+        return {split: counts.get(split, 0) for split in sorted(splits, key=_split_rank)}
+
+    def reasons(self, split: str | None = None) -> Counter:
+        """How many samples were skipped for each reason, in one split or all."""
+        return Counter(s.reason for s in self.skips if split is None or s.split == split)
+
+    def fraction(self, split: str) -> float:
+        """The share of the split's samples lost over all its stages: 1 - product of each stage's kept share."""
+        kept = [1.0 - self.count(split, stage) / total for (s, stage), (total, _) in self.totals.items()
+                if s == split and total > 0]
+        return 1.0 - math.prod(kept)
+
+    def summary(self) -> dict[str, float]:
+        """Numbers for the run's logs: ``data/skipped_<split>`` and ``data/skip_fraction_<split>``."""
+        out: dict[str, float] = {}
+        for split, count in self.skipped.items():
+            out[f"data/skipped_{split}"] = count
+            out[f"data/skip_fraction_{split}"] = self.fraction(split)
+        return out
+
+    def log_summary(self) -> None:
+        """One line per split: how many samples were skipped and why."""
+        for split, count in self.skipped.items():
+            if count:
+                log.warning("data %s: skipped %d samples (%s)", split, count, self._reasons_text(split))
+            else:
+                log.info("data %s: no samples skipped", split)
+
+    # helpers --------------------------------------------------------------------------------------
+    def count(self, split: str, stage: str) -> int:
+        """Samples skipped so far in one stage of a split."""
+        return sum(1 for s in self.skips if s.split == split and s.stage == stage)
+
+    def _reasons_text(self, split: str, stage: str | None = None) -> str:
+        counts = Counter(s.reason for s in self.skips if s.split == split and (stage is None or s.stage == stage))
+        return ", ".join(f"{reason}: {n}" for reason, n in counts.most_common())
+
+    def _too_many_message(self, split: str, fraction: float) -> str:
+        stages = "; ".join(
+            f"{self.count(split, stage)} of {total} {unit}, {STAGE_WORDS.get(stage, stage)}"
+            for (s, stage), (total, unit) in self.totals.items()
+            if s == split and self.count(split, stage)
+        )
+        examples = "; ".join([f"{s.key}: {s.problem}" for s in self.skips if s.split == split][:3])
+        return (
+            f"{fraction:.1%} of the {split} split was skipped as bad data ({stages}), more than "
+            f"data.max_skip_fraction={self.max_skip_fraction:g}. Most common problems: "
+            f"{self._reasons_text(split)}. First skipped: {examples}. Fix the data (or the data set path), raise "
+            "the length limits if samples are too long, or raise data.max_skip_fraction (1 never stops) to train "
+            "on what is left"
+        )
+
+
+def _split_rank(split: str) -> tuple[int, str]:
+    return (SPLIT_ORDER.index(split) if split in SPLIT_ORDER else len(SPLIT_ORDER), split)
+
+
+class ReportsSkips:
+    """Mixin for data modules with a ``bad_samples`` policy: the skip counts the run logs."""
+
+    bad_samples: BadSamples
+
+    @property
+    def skipped(self) -> dict[str, int]:
+        """Skipped samples per split."""
+        return self.bad_samples.skipped
+
+    def skip_summary(self) -> dict[str, float]:
+        """``{"data/skipped_train": n, "data/skip_fraction_train": f, ...}`` for the run's logger."""
+        return self.bad_samples.summary()
+
+    def share_policy(self, source: object) -> None:
+        """Give the source this module's policy, if it meets bad samples while reading (``bad_samples``)."""
+        if hasattr(source, "bad_samples"):
+            source.bad_samples = self.bad_samples
