@@ -4,11 +4,13 @@ import hydra
 from omegaconf import DictConfig
 
 from attend.evaluate import evaluate
+from attend.user_errors import reported_as_messages
 
 
 @hydra.main(version_base="1.3", config_path="conf", config_name="eval")
 def main(cfg: DictConfig) -> None:
-    evaluate(cfg)
+    with reported_as_messages():  # a config, data or checkpoint problem: its message, exit status 2
+        evaluate(cfg)
 
 
 if __name__ == "__main__":

@@ -4,11 +4,13 @@ import hydra
 from omegaconf import DictConfig
 
 from attend.predict import predict
+from attend.user_errors import reported_as_messages
 
 
 @hydra.main(version_base="1.3", config_path="conf", config_name="predict")
 def main(cfg: DictConfig) -> None:
-    predict(cfg)
+    with reported_as_messages():  # a config, input or checkpoint problem: its message, exit status 2
+        predict(cfg)
 
 
 if __name__ == "__main__":

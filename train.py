@@ -4,11 +4,13 @@ import hydra
 from omegaconf import DictConfig
 
 from attend.train import train
+from attend.user_errors import reported_as_messages
 
 
 @hydra.main(version_base="1.3", config_path="conf", config_name="train")
 def main(cfg: DictConfig) -> float | None:
-    return train(cfg)
+    with reported_as_messages():  # a config, data or divergence problem: its message, exit status 2
+        return train(cfg)
 
 
 if __name__ == "__main__":

@@ -32,12 +32,25 @@ class AttentionPlots(L.Callback):
         self.num_examples = num_examples
         self.every_n_epochs = every_n_epochs
         self.per_head = per_head
+        self.failures = 0
 
     @rank_zero_only
     def on_validation_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         if trainer.sanity_checking or trainer.current_epoch % self.every_n_epochs:
             return
-        self.draw(trainer, pl_module, f"epoch_{trainer.current_epoch:03d}")
+        try:
+            self.draw(trainer, pl_module, f"epoch_{trainer.current_epoch:03d}")
+        except Exception:  # a plot is never worth the run: say why once, count the rest
+            self.failures += 1
+            if self.failures == 1:
+                log.exception("drawing or logging the attention plots failed; training goes on without them")
+            else:
+                log.debug("the attention plots failed again (%d times)", self.failures)
+
+    def on_fit_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if self.failures > 1:
+            log.warning("the attention plots failed at %d validation epochs (the first error is logged above)",
+                        self.failures)
 
     def draw(self, trainer: L.Trainer, pl_module: L.LightningModule, name: str, split: str = "val") -> Path:
         """Plot the first examples of ``split`` into ``<output_dir>/attention/<name>``; returns that folder."""

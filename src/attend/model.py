@@ -212,7 +212,7 @@ class Seq2Seq(L.LightningModule):
         self.nonfinite_in_a_row += 1
         self.log("train/nonfinite_skipped", float(self.nonfinite_steps), on_step=True, on_epoch=False, batch_size=1)
         log.warning("step %d: the loss is %s; step skipped (%d in a row)",
-                    self.global_step, float(loss), self.nonfinite_in_a_row)
+                    self.global_step, float(loss.detach()), self.nonfinite_in_a_row)
         if self.nonfinite_in_a_row >= self.max_nonfinite_steps:
             raise NonFiniteLossError(
                 f"the loss was NaN or inf at {self.nonfinite_in_a_row} training steps in a row (the last at step "

@@ -4,8 +4,14 @@ multirun runs in the same process)."""
 
 from __future__ import annotations
 
+import base64
+import json
 import logging
+import netrc
+import os
+import urllib.request
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import lightning as L
 import torch
@@ -38,10 +44,46 @@ def configure_wandb(cfg: DictConfig, choices: dict[str, str]) -> None:
             wandb_cfg.tags = tags + ([f"sweep:{sweep}"] if sweep else [])
         if wandb_cfg.get("group") is None and sweep:
             wandb_cfg.group = sweep
+        if wandb_cfg.get("mode") == "online":
+            problem = online_problem()
+            if problem:
+                log.warning("W&B online logging is not possible: %s. Logging offline instead; upload later with "
+                            "`wandb sync <run folder>/wandb/offline-run-*`", problem)
+                wandb_cfg.mode = "offline"
         run_id = run_id_in_checkpoint(cfg.get("ckpt_path"))
         if run_id:
             log.info("resuming W&B run %s from the checkpoint", run_id)
             wandb_cfg.id = run_id  # WandbLogger resumes with resume="allow"
+
+
+def online_problem(timeout_seconds: float = 5.0) -> str | None:
+    """Why W&B cannot log online (no API key, its server unreachable or refusing the key within
+    ``timeout_seconds``), or None. Asked before wandb.init, which would retry for minutes or fail mid-run."""
+    base_url = os.environ.get("WANDB_BASE_URL", "https://api.wandb.ai").rstrip("/")
+    host = urlsplit(base_url).hostname or ""
+    key = os.environ.get("WANDB_API_KEY") or netrc_key(host)
+    if not key:
+        return f"no API key for {host} (run `wandb login`, or set WANDB_API_KEY)"
+    request = urllib.request.Request(
+        f"{base_url}/graphql", data=json.dumps({"query": "query { viewer { id } }"}).encode(),
+        headers={"Content-Type": "application/json",
+                 "Authorization": "Basic " + base64.b64encode(f"api:{key}".encode()).decode()},
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=timeout_seconds) as response:
+            viewer = json.load(response).get("data", {}).get("viewer")
+    except (OSError, ValueError) as error:  # URLError, HTTPError, timeouts and non-JSON answers
+        return f"{base_url} did not answer as a W&B server ({error})"
+    return None if viewer else f"{base_url} does not accept the API key"
+
+
+def netrc_key(host: str) -> str | None:
+    """The API key `wandb login` wrote to ~/.netrc for ``host``, if any."""
+    try:
+        entry = netrc.netrc().authenticators(host)
+    except (FileNotFoundError, netrc.NetrcParseError):
+        return None
+    return entry[2] if entry else None
 
 
 def sweep_name() -> str | None:
