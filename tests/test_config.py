@@ -13,6 +13,7 @@ from hydra.utils import get_class, instantiate
 from omegaconf import OmegaConf, open_dict
 
 from attend.builder import ConfigError, check_config
+from attend.config_types import type_errors
 from attend.memory import Memory
 from tests.conftest import ROOT
 
@@ -78,6 +79,16 @@ def test_every_option_of_each_group_composes(group):
     for option in options(group):
         cfg = resolve_paths(compose_train([f"{group}={option}"]))
         OmegaConf.to_container(cfg, resolve=True)  # every interpolation resolves
+        assert type_errors(cfg) == [], option  # every shipped value has the type its class declares
+
+
+def test_a_value_of_the_wrong_type_is_named_with_its_key():
+    cfg = resolve_paths(compose_train(["encoder.hidden_size=abc", "data.batch_size=1.5", "trainer.max_epochs=ten"]))
+    assert type_errors(cfg) == [
+        "data.batch_size must be int, not 1.5: set data.batch_size=<int>",
+        "encoder.hidden_size must be int, not 'abc': set encoder.hidden_size=<int>",
+        "trainer.max_epochs must be int or null, not 'ten': set trainer.max_epochs=<int or null>",
+    ]
 
 
 def test_debug_fast_is_small_and_keeps_no_checkpoint():

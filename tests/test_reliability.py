@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -20,6 +21,7 @@ from attend.checkpoint_io import AtomicCheckpointIO, NonFiniteWeightsError
 from attend.model import NonFiniteLossError
 from tests.conftest import ROOT
 from tests.test_config import compose_train, resolve_paths
+from tests.test_data import MULTI30K
 from tests.test_entry_points import run
 from tests.test_sweeps import TINY_MT, run_failing
 
@@ -94,8 +96,8 @@ def test_a_preemption_signal_saves_a_checkpoint_and_exits_cleanly(signal_name, t
     assert 2 <= checkpoint["global_step"] < 24
     assert not (first / "test_metrics.json").exists()  # an unfinished run is not tested
     assert not list((first / "checkpoints").glob("*.tmp"))  # written to a temporary file, renamed into place
-    if signal_name == "SIGTERM":  # running again resumes from it and finishes
-        run("train.py", *RESUMABLE, f"ckpt_path={first / 'checkpoints' / 'last.ckpt'}", f"hydra.run.dir={resumed}")
+    if signal_name == "SIGTERM":  # running again resumes from it and finishes; last: the newest run's last.ckpt
+        run("train.py", *RESUMABLE, "ckpt_path=last", f"hydra.run.dir={resumed}")
         assert sorted(train_losses(resumed)) == list(range(checkpoint["global_step"], 24))
 
 
@@ -208,3 +210,25 @@ def test_nan_losses_in_a_row_stop_the_run_with_a_clear_error():
     with pytest.raises(NonFiniteLossError, match="NaN or inf at 5 training steps in a row.*Lower optim.optimizer.lr"):
         fit(model, datamodule, steps=10)
     assert all(torch.isfinite(p).all() for p in model.parameters())
+
+
+def test_bad_lines_are_skipped_named_and_counted_in_the_run_logs(tmp_path):
+    """A Multi30k-layout corpus with an empty and an undecodable training line: the run skips both, names
+    them, and logs data/skipped_train (data.on_error and its limits: tests/test_bad_data.py)."""
+    corpus = tmp_path / "corpus"
+    shutil.copytree(MULTI30K, corpus)
+    with (corpus / "train.de").open("ab") as de, (corpus / "train.en").open("ab") as en:
+        de.write(b"   \n" + b"Ein Hund \xff\xfe l\xe4uft.\n")
+        en.write(b"A man waits.\n" + b"A dog runs.\n")
+    result = run(
+        "train.py", "data=parallel_text", f"data.source.root={corpus}", "data.src_tokenizer.vocab_size=60",
+        "data.tgt_tokenizer.vocab_size=60", f"paths.cache_dir={tmp_path / 'cache'}", "debug=fast", "logger=csv",
+        "encoder.embedding_dim=16", "encoder.hidden_size=32", "decoder.embedding_dim=16", "decoder.hidden_size=64",
+        f"hydra.run.dir={tmp_path / 'run'}",
+    )
+    output = result.stdout + result.stderr
+    assert "train.de:32: the line is only whitespace" in output  # each named by file and line number
+    assert "train.de:33: not valid UTF-8" in output
+    with (tmp_path / "run" / "csv" / "metrics.csv").open() as handle:
+        logged = [row for row in csv.DictReader(handle) if row.get("data/skipped_train")]
+    assert float(logged[0]["data/skipped_train"]) == 3  # ours and the empty line the fixture has on purpose

@@ -57,8 +57,11 @@ def fit_and_test(cfg: DictConfig, output_dir: Path, device_slot: int | None = No
         callbacks=instantiate_all(cfg.get("callbacks")),
         logger=instantiate_all(cfg.get("logger")),
     )
-    for logger in trainer.loggers:  # the whole resolved config, on the dashboard too
+    skipped = datamodule.skip_summary() if hasattr(datamodule, "skip_summary") else {}
+    for logger in trainer.loggers:  # the whole resolved config and the bad samples skipped, on the dashboard too
         logger.log_hyperparams(OmegaConf.to_container(cfg, resolve=True))
+        if skipped:
+            logger.log_metrics(skipped, step=0)
     started_at, started = time.time(), time.perf_counter()
     trainer.fit(model, datamodule=datamodule, ckpt_path=cfg.get("ckpt_path"))
     fit_seconds = time.perf_counter() - started

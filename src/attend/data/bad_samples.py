@@ -19,6 +19,10 @@ class DataError(ValueError):
     """Bad data stopped the run; the message names the file, the problem and the option or fix."""
 
 
+class DatasetMissingError(DataError, FileNotFoundError):
+    """A data set's files are not where the config points; the message says how to obtain them."""
+
+
 @dataclass(frozen=True)
 class Skip:
     """One skipped sample: where it was (split, stage), which file or record, and why."""

@@ -10,6 +10,7 @@ import random
 from pathlib import Path
 from typing import Any
 
+from attend.data.bad_samples import DatasetMissingError
 from attend.data.cache import write_json_atomic
 from attend.data.ding_format import is_sentence as _is_sentence
 from attend.data.ding_format import parse_ding
@@ -22,7 +23,7 @@ DING_PATH = "/usr/share/trans/de-en"
 EXTRACTION_VERSION = 2
 
 
-class DingNotFoundError(FileNotFoundError):
+class DingNotFoundError(DatasetMissingError):
     """The Ding dictionary file is missing."""
 
     def __init__(self, path: str | os.PathLike) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from attend.data.bad_samples import BadSamples, DataError
+from attend.data.bad_samples import BadSamples, DataError, DatasetMissingError
 from attend.data.splitting import Pair
 
 HOW_TO_GET = (
@@ -47,7 +47,7 @@ class ParallelText:
     def splits(self) -> dict[str, list[Pair]]:
         """{"train", "val", "test"} -> (source, target) pairs."""
         if not self.root.is_dir():
-            raise FileNotFoundError(f"parallel corpus folder {self.root} not found. {self._how_to_get()}")
+            raise DatasetMissingError(f"parallel corpus folder {self.root} not found. {self._how_to_get()}")
         return {split: self.read_split(split) for split in self.split_names}
 
     def read_split(self, split: str) -> list[Pair]:
@@ -89,7 +89,7 @@ def decode_lines(path: Path, how_to_get: str = "") -> list[str | UnicodeDecodeEr
     """Lines of a UTF-8 file without line ends, each decoded on its own: a line that is not valid UTF-8
     is its UnicodeDecodeError, so the others stay usable and the bad one can be named."""
     if not path.is_file():
-        raise FileNotFoundError(f"{path} not found. {how_to_get}".strip())
+        raise DatasetMissingError(f"{path} not found. {how_to_get}".strip())
     lines: list[str | UnicodeDecodeError] = []
     with open(path, "rb") as f:
         for number, raw in enumerate(f, start=1):
