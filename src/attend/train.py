@@ -47,7 +47,8 @@ def train(cfg: DictConfig) -> float | None:
             finish_wandb_run()
 
 
-def fit_and_test(cfg: DictConfig, output_dir: Path, device_slot: int | None = None) -> float | None:
+def fit_and_test(cfg: DictConfig, output_dir: Path, slot: int | None = None) -> float | None:
+    """The run itself; ``slot``: the device slot of a parallel sweep job (recorded in summary.json)."""
     datamodule = build_datamodule(cfg)
     datamodule.prepare_data()
     datamodule.setup("fit")
@@ -84,7 +85,7 @@ def fit_and_test(cfg: DictConfig, output_dir: Path, device_slot: int | None = No
             write_results(output_dir, test_metrics, model.test_predictions)
         timing = {"started_at": started_at, "finished_at": time.time(), "fit_seconds": round(fit_seconds, 1)}
         write_summary(
-            output_dir, trainer, model, timing | {"device_slot": device_slot}, cfg.monitor.metric, monitored,
+            output_dir, trainer, model, timing | {"device_slot": slot}, cfg.monitor.metric, monitored,
             val_metrics, test_metrics,
         )
         report(output_dir, test_metrics, checkpoint)
