@@ -35,6 +35,7 @@ def step_figures(
         "target_padding_fraction": 1 - tokens / padded,
         "model_tflops_per_s": achieved / 1e12,
         "mfu": achieved / peak if peak else None,
+        "step_ms": [1000 * t for t in times],  # every step, warm-up included, in order
     }
 
 
