@@ -6,7 +6,7 @@ STAMP := $(VENV)/.attend-installed
 # Debian packages the embedded data sets are built from
 DEB_PACKAGES := trans-de-en tuxpaint-stamps-default fonts-noto-color-emoji espeak-ng
 
-.PHONY: install debs train test compare lint clean
+.PHONY: install debs train test compare benchmark lint clean
 
 install: $(STAMP) debs
 
@@ -49,6 +49,11 @@ compare: install
 		--readme README.md --section dates
 	$(PY) scripts/compare_runs.py $(COMPARE_DIR)/shapes --metrics test/bleu4 test/cider test/pointing test/entropy \
 		--readme README.md --section shapes
+
+# training and decoding speed side by side, PASS/FAIL per target (scripts/benchmark.py; the README's
+# Performance section); ARGS adds options, e.g. ARGS="--quick" or ARGS="--device cuda"
+benchmark: install
+	$(PY) scripts/benchmark.py $(ARGS)
 
 lint: install
 	$(VENV)/bin/ruff check src tests scripts train.py eval.py predict.py
