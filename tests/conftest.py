@@ -14,7 +14,11 @@ from attend.encoders import TextEncoder
 
 ROOT = Path(__file__).resolve().parents[1]
 os.environ.setdefault("WANDB_SILENT", "true")
-torch.set_num_threads(2)
+# make test runs the suite on two pytest-xdist workers (pyproject.toml): one thread per process, here and in
+# every train.py the tests start, so two trainings share the two cores instead of OpenMP threads spin-waiting
+# for a core the other worker holds (which slowed both many times over)
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+torch.set_num_threads(1)
 
 
 @pytest.fixture

@@ -19,6 +19,7 @@ import torch
 from attend.builder import build_datamodule, build_model
 from attend.checkpoint_io import AtomicCheckpointIO, NonFiniteWeightsError
 from attend.model import NonFiniteLossError
+from attend.wandb_run import online_problem
 from tests.conftest import ROOT
 from tests.test_config import compose_train, resolve_paths
 from tests.test_data import MULTI30K
@@ -139,15 +140,10 @@ def test_wandb_online_without_network_falls_back_to_offline(tmp_path):
     assert time.monotonic() - started < 120
 
 
-def test_wandb_online_without_a_key_falls_back_to_offline(tmp_path):
-    environment = {k: v for k, v in os.environ.items() if k != "WANDB_API_KEY"} | {"HOME": str(tmp_path)}
-    result = subprocess.run(
-        [sys.executable, "train.py", *TINY_MT, "logger=wandb", "logger.wandb.mode=online",
-         f"hydra.run.dir={tmp_path / 'run'}"],
-        cwd=ROOT, capture_output=True, text=True, timeout=300, env=environment,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert "no API key" in result.stdout + result.stderr
+def test_wandb_online_without_a_key_is_refused_before_wandb_starts(tmp_path, monkeypatch):
+    monkeypatch.delenv("WANDB_API_KEY", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))  # no ~/.netrc from `wandb login`
+    assert online_problem().startswith("no API key for api.wandb.ai")
 
 
 def test_a_failing_attention_plot_is_logged_once_and_training_goes_on(tmp_path):
