@@ -46,7 +46,7 @@ SMALL_MT = ["encoder.embedding_dim=32", "encoder.hidden_size=32", "decoder.embed
 
 
 def test_default_logger_is_offline_wandb_with_images(tmp_path):
-    run("train.py", "debug=fast", *SMALL_MT, "decoder=bahdanau", f"hydra.run.dir={tmp_path}")
+    run("train.py", "debug=fast", *SMALL_MT, "decoder=bahdanau", "run_test=false", f"hydra.run.dir={tmp_path}")
     runs = list((tmp_path / "wandb").glob("offline-run-*"))
     assert len(runs) == 1
     assert pngs(runs[0] / "files" / "media" / "images"), "attention plots were not logged to W&B"
@@ -54,7 +54,7 @@ def test_default_logger_is_offline_wandb_with_images(tmp_path):
 
 
 def test_tensorboard_logger_receives_figures(tmp_path):
-    run("train.py", "debug=fast", *SMALL_MT, "logger=tensorboard", f"hydra.run.dir={tmp_path}")
+    run("train.py", "debug=fast", *SMALL_MT, "logger=tensorboard", "run_test=false", f"hydra.run.dir={tmp_path}")
     assert list((tmp_path / "tensorboard").rglob("events.out.tfevents.*"))
 
 
@@ -118,7 +118,8 @@ def test_last_checkpoint_is_the_last_epoch_even_when_the_best_is_earlier(tmp_pat
     import torch
 
     # "max" of a falling loss keeps the first epoch as best; last.ckpt must still follow the run
-    run("train.py", *TINY_DATES, "trainer.max_epochs=3", "trainer.limit_train_batches=2", "monitor.metric=val/loss",
+    run("train.py", *TINY_DATES, "trainer.max_epochs=3", "trainer.limit_train_batches=2", "run_test=false",
+        "monitor.metric=val/loss",
         "monitor.mode=max", f"hydra.run.dir={tmp_path}")
     best, last = (torch.load(tmp_path / "checkpoints" / f"{name}.ckpt", map_location="cpu", weights_only=False)
                   for name in ("best", "last"))
