@@ -10,6 +10,7 @@ when the pruner says so (attend/optuna_pruning.py).
 """
 
 import logging
+import math
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -112,6 +113,7 @@ def finished_trials(study: optuna.Study) -> int:
 def requeue_interrupted(study: optuna.Study) -> None:
     """Trials still RUNNING were cut off when the sweep stopped: mark them, and ask their parameters again."""
     for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+        # Trial.set_user_attr needs a Trial object, which only the process that asked for it holds
         study._storage.set_trial_user_attr(trial._trial_id, INTERRUPTED, True)
         study.tell(trial.number, state=TrialState.FAIL)
         study.enqueue_trial(trial.params, skip_if_exists=False)
@@ -122,7 +124,7 @@ def tell(study: optuna.Study, trial: optuna.Trial, outcome: JobOutcome) -> None:
     """Record a job's outcome; a job that returned no number counts as failed."""
     if outcome.status == "pruned":
         study.tell(trial, state=TrialState.PRUNED)
-    elif outcome.status == "completed" and outcome.value is not None and outcome.value == outcome.value:
+    elif outcome.status == "completed" and outcome.value is not None and math.isfinite(outcome.value):
         study.tell(trial, outcome.value)
     else:
         if outcome.status == "completed":
