@@ -1,6 +1,6 @@
 """Training and decoding speed of Attend against a plain loop and a tutorial implementation, side by side.
 
-    .venv/bin/python scripts/benchmark.py                       # the full run (15-30 minutes on 2 cores)
+    .venv/bin/python scripts/benchmark.py                       # the full run (13 minutes on 2 idle cores)
     .venv/bin/python scripts/benchmark.py --quick               # tiny model on the dates, for tests
     .venv/bin/python scripts/benchmark.py --device cuda         # bf16 autocast, CUDA events, MFU
 
