@@ -8,8 +8,9 @@ from pathlib import Path
 
 import lightning as L
 from hydra.core.hydra_config import HydraConfig
-from hydra.types import RunMode
 from hydra.utils import instantiate
+
+from attend.distributed import in_a_sweep
 
 log = logging.getLogger(__name__)
 SWEEPER = "hydra_plugins.attend_sweepers.optuna_sweeper.AttendOptunaSweeper"
@@ -22,11 +23,9 @@ def study_storage(storage: str | None, sweep_dir: str | Path) -> str:
 
 def trial_of_this_job():
     """The Optuna trial this Hydra job runs (its number is the job's number), or None outside an Optuna sweep."""
-    if not HydraConfig.initialized():
+    if not in_a_sweep() or HydraConfig.get().sweeper.get("_target_") != SWEEPER:
         return None
     hydra_cfg = HydraConfig.get()
-    if hydra_cfg.mode != RunMode.MULTIRUN or hydra_cfg.sweeper.get("_target_") != SWEEPER:
-        return None
     import optuna
 
     sweeper = hydra_cfg.sweeper
