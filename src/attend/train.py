@@ -58,7 +58,7 @@ def fit_and_test(cfg: DictConfig, output_dir: Path, slot: int | None = None) -> 
         callbacks=instantiate_all(cfg.get("callbacks")),
         logger=instantiate_all(cfg.get("logger")),
     )
-    skipped = datamodule.skip_summary() if hasattr(datamodule, "skip_summary") else {}
+    skipped = datamodule.skip_summary()  # every data module reports its bad samples (data.bad_samples.ReportsSkips)
     for logger in trainer.loggers:  # the whole resolved config and the bad samples skipped, on the dashboard too
         logger.log_hyperparams(OmegaConf.to_container(cfg, resolve=True))
         if skipped:
