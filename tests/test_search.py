@@ -1,6 +1,11 @@
+import math
+
+import pytest
 import torch
 
+from attend.attention import AttentionOutput
 from attend.decoders import BahdanauDecoder, LuongDecoder
+from attend.memory import Memory
 from attend.search import BeamSearch, GreedySearch, reorder_state
 from tests.conftest import additive
 
@@ -70,3 +75,127 @@ def test_reorder_state_handles_nested_states():
     reordered = reorder_state(state, torch.tensor([2, 2, 0]))
     assert reordered["hidden"].flatten().tolist() == [2.0, 2.0, 0.0]
     assert reordered["attention"]["previous"][0].tolist() == [4.0, 5.0]
+
+
+# -- a toy decoder whose logits are a fixed function of the prefix: brute force can check the search ----------
+class ToyDecoder:
+    """Five tokens (pad 0, bos 1, eos 2, 3, 4); logits ``rule(prefix code, step, memory)`` (B, 5), weights
+    that depend on the whole prefix. Follows the decoder contract search uses: prepare, init_state, step."""
+
+    def __init__(self, rule):
+        self.rule = rule
+
+    def prepare(self, memory):
+        return memory
+
+    def init_state(self, memory):
+        zeros = torch.zeros(memory.values.size(0), dtype=torch.long, device=memory.values.device)
+        return {"step": zeros, "prefix": zeros.clone()}
+
+    def step(self, prev, memory, state):
+        prefix = state["prefix"] * 7 + prev  # (B,) a code of the whole prefix
+        energies = memory.values[:, :, 0] * (prefix % 11 + 1).unsqueeze(1)  # (B, S)
+        weights = torch.softmax(energies.masked_fill(~memory.mask, -torch.inf), dim=-1).unsqueeze(1)  # (B, 1, S)
+        attended = AttentionOutput(context=weights @ memory.values, weights=weights)
+        return self.rule(prefix, state["step"], memory), attended, {"step": state["step"] + 1, "prefix": prefix}
+
+
+TABLE = 2 * torch.randn(101, 5, generator=torch.Generator().manual_seed(0))
+
+
+def hashed(prefix, step, memory):
+    """Pseudo-random logits (B, 5) of the prefix and the source's length."""
+    return TABLE[(prefix + 13 * memory.lengths) % 101]
+
+
+def toy_memory(lengths=(5, 3, 1)):
+    values = torch.randn(len(lengths), max(lengths), 3, generator=torch.Generator().manual_seed(0))
+    mask = torch.arange(max(lengths)) < torch.tensor(lengths).unsqueeze(1)
+    return Memory(values=values * mask.unsqueeze(-1), mask=mask)
+
+
+def brute_force(dec, row, limit, alpha, min_tokens=0):
+    """The best (normalised score, tokens, weights) over every output of one sentence, with the search's
+    rules: the end token only after ``min_tokens`` tokens, and forced at the length limit."""
+    best = (-math.inf, None, None)
+
+    def walk(tokens, state, score, weights):
+        nonlocal best
+        logits, attended, state = dec.step(torch.tensor([tokens[-1] if tokens else 1]), row, state)
+        logp = torch.log_softmax(logits.float(), dim=-1)[0]
+        weights = weights + [attended.weights[0, 0]]
+        length = len(tokens) + 1
+        if len(tokens) >= min_tokens or length >= limit:
+            normalised = (score + logp[2].item()) / ((5 + length) / 6) ** alpha
+            if normalised > best[0]:
+                best = (normalised, tokens, torch.stack(weights))
+        if length < limit:
+            for token in (3, 4):
+                walk(tokens + [token], state, score + logp[token].item(), weights)
+
+    walk([], dec.init_state(row), 0.0, [])
+    return best
+
+
+@pytest.mark.parametrize("alpha", [0.0, 0.6, 1.0])
+@pytest.mark.parametrize("min_len_ratio", [0.0, 0.6])
+def test_a_wide_beam_finds_the_brute_force_optimum(alpha, min_len_ratio):
+    """With room for every prefix (2 live tokens, limit 4: 12 expansions a step), beam search is exhaustive."""
+    dec, memory = ToyDecoder(hashed), toy_memory()
+    search = BeamSearch(12, length_penalty=alpha, max_len_a=0.5, max_len_b=2, min_len_ratio=min_len_ratio)
+    result = search(dec, memory, **SPECIAL)
+    for i, source_length in enumerate(memory.lengths.tolist()):
+        limit = int(0.5 * source_length + 2)  # 4, 3, 2
+        row = memory.index_select(torch.tensor([i]))
+        score, tokens, weights = brute_force(dec, row, limit, alpha, math.ceil(min_len_ratio * source_length))
+        assert result.sequences()[i] == tokens
+        assert result.scores[i].item() == pytest.approx(score, abs=1e-5)
+        torch.testing.assert_close(result.weights[i, : len(tokens) + 1], weights)
+        assert result.weights[i, len(tokens) + 1 :].abs().sum() == 0
+
+
+def short_or_long(prefix, step, memory):
+    """End at once (p 0.5); or 4 then the end (p 0.3); or 3 (p 0.2), then 3 until step 9, then the end."""
+    first = torch.tensor([-30.0, -30.0, math.log(0.5), math.log(0.2), math.log(0.3)])
+    after_4 = torch.tensor([-30.0, -30.0, 0.0, -30.0, -30.0])
+    after_3 = torch.where(step.unsqueeze(1) < 9, torch.tensor([-30.0, -30, -30, 0, -30]), after_4)  # (B, 5)
+    last = prefix % 7  # (B,)
+    return torch.where((last == 1).unsqueeze(1), first, torch.where((last == 4).unsqueeze(1), after_4, after_3))
+
+
+def test_finished_hypotheses_do_not_crowd_out_longer_better_ones():
+    """Keeping finished hypotheses in the beams, [eos] and [4, eos] filled a beam of 2 after two steps and
+    search stopped; the 10 tokens of 3... score -log 5 / 2.5 = -0.64 > log 0.5 = -0.69 with alpha 1."""
+    dec, memory = ToyDecoder(short_or_long), toy_memory((4,))
+    result = BeamSearch(2, length_penalty=1.0, max_len_a=0.0, max_len_b=10)(dec, memory, **SPECIAL)
+    assert result.lengths.tolist() == [10] and result.sequences() == [[3] * 9]
+    assert result.scores.item() == pytest.approx(math.log(0.2) / 2.5, abs=1e-5)
+    raw = BeamSearch(2, length_penalty=0.0, max_len_a=0.0, max_len_b=10)(dec, memory, **SPECIAL)
+    assert raw.sequences() == [[]] and raw.scores.item() == pytest.approx(math.log(0.5))  # no penalty: the likeliest
+
+
+def eager_to_end(prefix, step, memory):
+    """The end token (p 0.6) or 3 (p 0.4) at every step."""
+    return torch.tensor([-30.0, -30.0, math.log(0.6), math.log(0.4), -30.0]).expand(prefix.size(0), -1)
+
+
+def test_minimum_length_relative_to_source():
+    """No end token before ceil(min_len_ratio * |source|) tokens, but never past the length limit."""
+    memory = toy_memory((5, 3, 1))
+    dec = ToyDecoder(eager_to_end)
+    for ratio, expected in ((0.0, [0, 0, 0]), (0.5, [3, 2, 1]), (1.0, [5, 3, 1]), (9.0, [6, 4, 2])):
+        search = BeamSearch(3, max_len_a=1.0, max_len_b=2, min_len_ratio=ratio)
+        assert [len(tokens) for tokens in search(dec, memory, **SPECIAL).sequences()] == expected
+    with pytest.raises(ValueError, match="min_len_ratio"):
+        BeamSearch(min_len_ratio=-0.1)
+
+
+def test_beam_of_one_stays_greedy_when_the_end_token_comes_second():
+    """An end token outside the K best expansions is not kept as finished (as in fairseq): a pool that kept
+    it would, with beam 1, return a prefix of greedy's output scored higher than greedy's whole."""
+    dec, memory = ToyDecoder(hashed), toy_memory()
+    greedy = GreedySearch(max_len_a=1.0, max_len_b=4)(dec, memory, **SPECIAL)
+    beam = BeamSearch(beam_size=1, length_penalty=0.0, max_len_a=1.0, max_len_b=4)(dec, memory, **SPECIAL)
+    assert greedy.sequences() == beam.sequences() == [[4, 4, 4], [4, 4, 4, 3, 3, 4], [4]]
+    torch.testing.assert_close(greedy.scores, beam.scores)
+    torch.testing.assert_close(greedy.weights, beam.weights)

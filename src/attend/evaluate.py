@@ -18,7 +18,7 @@ from attend.train import write_results
 def search_overrides(cfg: DictConfig) -> dict:
     """Dotted keys of the saved config that this evaluation changes (search settings)."""
     overrides = {}
-    for key in ("beam_size", "length_penalty", "max_len_a", "max_len_b"):
+    for key in ("beam_size", "length_penalty", "min_len_ratio", "max_len_a", "max_len_b"):
         if cfg.get(key) is not None:
             overrides[f"model.test_search.{key}"] = cfg[key]
     if cfg.get("beam_size") is not None:

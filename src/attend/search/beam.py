@@ -2,118 +2,175 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
+
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 
 from attend.memory import Memory
+from attend.search.pool import FinishedPool, in_input_order
 from attend.search.result import SearchResult, forbid, max_lengths
 from attend.search.state import reorder_state
 
 
-class BeamSearch:
-    """Keep the ``beam_size`` best hypotheses of every sentence; rank finished ones with the
-    length penalty of Wu et al. 2016 (GNMT), eq. 14: lp(Y) = ((5 + |Y|) / 6) ** alpha.
+@dataclass
+class _Live:
+    """The K live (unfinished) hypotheses of each of the b sentences still searched."""
 
-    A finished hypothesis stays in its beam and continues with padding at zero cost; once all beams
-    of a sentence have ended, the sentence leaves the batch, so later steps compute only the rows
-    still searched (its weights after its last step are zeros).
+    active: Tensor  # (b,) the sentences, as rows of the input
+    limits: Tensor  # (b,) output limit, the end token included
+    min_tokens: Tensor  # (b,) tokens required before the end token
+    scores: Tensor  # (b, K) log-probability; -inf for an empty beam
+    history: Tensor  # (b, K, t) tokens
+    weights: Tensor | None  # (b, K, t, S), or (b, K, t, H + 1, S) with each head's weights after the mean
+    memory: Memory  # (b*K, ...)
+    state: Any  # the decoder's state, b*K rows
+    prev: Tensor  # (b*K,) last tokens
+
+
+class BeamSearch:
+    """Beam search with the length penalty of Wu et al. 2016 (GNMT), eq. 14: lp(Y) = ((5 + |Y|) / 6) ** alpha.
+
+    Every step takes the 2K best expansions of a sentence's K live hypotheses. Those that end (when among
+    the K best, as in fairseq, so beam 1 is greedy search) enter a pool of finished hypotheses, scored
+    log P(Y) / lp(|Y|) as they end; the K best that do not end stay live. A sentence is done when its pool
+    holds K hypotheses and no live one can still beat the worst of them, or at its length limit, where every
+    live hypothesis must end. Done sentences leave the batch, so later steps compute only the rows still
+    searched. The result is the pool's best (its weights after its end token are zeros).
     """
 
     def __init__(
-        self, beam_size: int = 5, length_penalty: float = 0.6, max_len_a: float = 1.5, max_len_b: int = 10
+        self,
+        beam_size: int = 5,
+        length_penalty: float = 0.6,
+        max_len_a: float = 1.5,
+        max_len_b: int = 10,
+        min_len_ratio: float = 0.0,
     ) -> None:
         if beam_size < 1:
             raise ValueError(f"beam_size must be at least 1, got {beam_size}")
+        if not min_len_ratio >= 0.0:
+            raise ValueError(f"min_len_ratio must be >= 0 (output tokens per source position), got {min_len_ratio}")
         self.beam_size = beam_size
         self.length_penalty = length_penalty
         self.max_len_a = max_len_a
         self.max_len_b = max_len_b
+        self.min_len_ratio = min_len_ratio
 
     def penalty(self, lengths: Tensor) -> Tensor:
+        """lp(|Y|) of GNMT eq. 14 for lengths that count the end token."""
         return ((5.0 + lengths.float()) / 6.0) ** self.length_penalty
 
     @torch.no_grad()
     def __call__(self, decoder, memory: Memory, bos_id: int, eos_id: int, pad_id: int) -> SearchResult:
+        """The best finished hypothesis of every sentence, by length-normalised score."""
         k = self.beam_size
         memory = decoder.prepare(memory)  # keys once per source, then tiled
-        batch, device = memory.values.size(0), memory.values.device
-        source_lengths = memory.lengths  # (B,)
-        limits = max_lengths(source_lengths, self.max_len_a, self.max_len_b)  # (B,)
-        memory = memory.repeat_interleave(k)  # (B*K, ...)
-        state = decoder.init_state(memory)
-        scores = torch.full((batch, k), -torch.inf, device=device)
-        scores[:, 0] = 0.0  # all beams start identical: expand only the first
-        finished = torch.zeros(batch, k, dtype=torch.bool, device=device)
-        prev = torch.full((batch * k,), bos_id, dtype=torch.long, device=device)
-        offsets = (torch.arange(batch, device=device) * k).unsqueeze(1)  # (B, 1)
-        history = torch.empty(batch, k, 0, dtype=torch.long, device=device)
-        history_weights = None  # (B, K, T, S), or (B, K, T, H + 1, S) with each head's weights after the mean
-        active = torch.arange(batch, device=device)  # the sentences still searched, as rows of the input
-        done: list[tuple[Tensor, Tensor, Tensor, Tensor]] = []  # (sentences, history, weights, scores)
-        for t in range(int(limits.max())):
-            logits, attended, state = decoder.step(prev, memory, state)  # (b*K, V), weights (b*K, 1, S)
+        live = self._start(decoder, memory, bos_id)
+        batch, source_lengths = live.scores.size(0), memory.lengths  # (B,)
+        pool: FinishedPool | None = None
+        done: list[tuple[Tensor, Tensor, Tensor, Tensor]] = []  # (sentences, tokens, weights, scores)
+        for t in range(int(live.limits.max())):
+            logits, attended, live.state = decoder.step(live.prev, live.memory, live.state)  # (b*K, V)
             vocab = logits.size(-1)
-            logp = forbid(torch.log_softmax(logits.float(), dim=-1), [pad_id, bos_id]).view(-1, k, vocab)
-            logp = self._constrain(logp, finished, t + 1 >= limits, eos_id, pad_id)
-            totals = logp.add_(scores.unsqueeze(-1)).view(logp.size(0), -1)  # (b, K*V)
-            top_scores, top_index = totals.topk(k, dim=-1)  # (b, K)
-            origin, token = top_index // vocab, top_index % vocab  # (b, K)
-            flat_origin = (offsets + origin).view(-1)  # (b*K,)
-            state = reorder_state(state, flat_origin)
-            history = torch.cat([_gather_beams(history, origin), token.unsqueeze(-1)], dim=-1)
+            totals = self._totals(logits, live, t, bos_id, eos_id, pad_id)  # (b, K*V)
+            candidates, index = totals.topk(2 * k, dim=-1)  # (b, 2K), best first
+            origin, token = index // vocab, index % vocab  # (b, 2K)
             step_weights = _step_weights(attended)
             step_weights = step_weights.view(-1, k, *step_weights.shape[1:])  # (b, K, 1, [H + 1,] S)
-            if history_weights is not None:
-                step_weights = torch.cat([history_weights, step_weights], dim=2)
-            history_weights = _gather_beams(step_weights, origin)
-            finished = finished.gather(1, origin) | (token == eos_id)
-            scores, prev = top_scores, token.view(-1)
-            ended = finished.all(dim=1)  # (b,): every beam of the sentence has ended
-            if bool(ended.any()):  # the step's one host synchronisation, as before
-                done.append((active[ended], history[ended], history_weights[ended], scores[ended]))
+            if live.weights is not None:
+                step_weights = torch.cat([live.weights, step_weights], dim=2)  # (b, K, t+1, ...)
+            if pool is None:
+                pool = FinishedPool(torch.full_like(live.scores, -torch.inf), step_weights)
+            ends = token == eos_id  # (b, 2K)
+            ranked = ends & candidates.isfinite() & (torch.arange(2 * k, device=ends.device) < k)  # (b, 2K)
+            normalised = torch.where(ranked, candidates / ((6.0 + t) / 6.0) ** self.length_penalty, -torch.inf)
+            pool_scores, pick = pool.rank(normalised)  # (b, K)
+            scores, beam = candidates.masked_fill(ends, -torch.inf).topk(k, dim=-1)  # (b, K) the live ones
+            ended = pool_scores[:, -1] >= self._bound(scores[:, 0], live.limits, t)  # (b,)
+            changed = (pick >= k) & pool_scores.isfinite()  # (b, K)
+            any_changed, any_ended = torch.stack([changed.any(), ended.any()]).tolist()  # the step's one sync
+            if any_changed:
+                pool.update(pool_scores, pick, origin, live.history, step_weights, eos_id, pad_id)
+            keep = None
+            if any_ended:
+                done.append((live.active[ended], *pool.best(ended)))
                 keep = (~ended).nonzero().squeeze(1)  # (b',)
                 if keep.numel() == 0:
                     break
-                # drop ended sentences: later steps compute only the rows still searched
-                rows = (keep.unsqueeze(1) * k + torch.arange(k, device=device)).view(-1)  # (b'*K,)
-                memory, state, prev = memory.index_select(rows), reorder_state(state, rows), prev[rows]
-                active, limits, scores, finished = active[keep], limits[keep], scores[keep], finished[keep]
-                history, history_weights = history[keep], history_weights[keep]
-                offsets = offsets[: keep.numel()]
-        else:
-            done.append((active, history, history_weights, scores))
-        history, history_weights, scores = _in_input_order(done, batch, pad_id)
-        return self._best(history, history_weights, scores, pad_id, eos_id, memory.grid, source_lengths)
+                pool.select(keep)
+            self._advance(live, keep, origin.gather(1, beam), token.gather(1, beam), scores, step_weights)
+        tokens, weights, scores = in_input_order(done, batch, pad_id)
+        return self._result(tokens, weights, scores, pad_id, eos_id, memory.grid, source_lengths)
+
+    def _start(self, decoder, memory: Memory, bos_id: int) -> _Live:
+        """K copies of every sentence, only the first of them live (they would expand identically)."""
+        k, batch, device = self.beam_size, memory.values.size(0), memory.values.device
+        limits = max_lengths(memory.lengths, self.max_len_a, self.max_len_b)  # (B,)
+        tiled = memory.repeat_interleave(k)  # (B*K, ...)
+        scores = torch.full((batch, k), -torch.inf, device=device)
+        scores[:, 0] = 0.0
+        return _Live(
+            active=torch.arange(batch, device=device),
+            limits=limits,
+            min_tokens=(self.min_len_ratio * memory.lengths.float()).ceil().long(),  # (B,)
+            scores=scores,  # (B, K)
+            history=torch.empty(batch, k, 0, dtype=torch.long, device=device),
+            weights=None,
+            memory=tiled,
+            state=decoder.init_state(tiled),
+            prev=torch.full((batch * k,), bos_id, dtype=torch.long, device=device),
+        )
+
+    def _totals(self, logits: Tensor, live: _Live, t: int, bos_id: int, eos_id: int, pad_id: int) -> Tensor:
+        """Score (b, K*V) of every expansion: no padding or start token; no end token before the minimum
+        length; only the end token at the length limit (which wins over the minimum)."""
+        logp = forbid(torch.log_softmax(logits.float(), dim=-1), [pad_id, bos_id])
+        logp = logp.view(-1, self.beam_size, logp.size(-1))  # (b, K, V)
+        at_limit = (t + 1 >= live.limits).view(-1, 1)  # (b, 1)
+        too_short = (t < live.min_tokens).view(-1, 1) & ~at_limit  # (b, 1)
+        eos = logp[..., eos_id].masked_fill(too_short, -torch.inf)  # (b, K)
+        logp.masked_fill_(at_limit.unsqueeze(-1), -torch.inf)  # in place: the step's largest tensor
+        logp[..., eos_id] = eos
+        return logp.add_(live.scores.unsqueeze(-1)).view(logp.size(0), -1)
+
+    def _bound(self, scores: Tensor, limits: Tensor, t: int) -> Tensor:
+        """The best normalised score (b,) a live hypothesis of log-probability ``scores`` can still reach:
+        log-probabilities only fall, so its score over the largest penalty of a length it can end at."""
+        return scores / self.penalty(limits).clamp(min=((6.0 + t) / 6.0) ** self.length_penalty)
+
+    def _advance(
+        self, live: _Live, keep: Tensor | None, origin: Tensor, token: Tensor, scores: Tensor, weights: Tensor
+    ) -> None:
+        """Make the chosen expansions (b, K) the live beams, keeping only sentences ``keep`` (all if None)."""
+        k = self.beam_size
+        if keep is not None:  # drop done sentences: later steps compute only the rows still searched
+            origin, token, scores = origin[keep], token[keep], scores[keep]
+            tiled = (keep.unsqueeze(1) * k + torch.arange(k, device=keep.device)).view(-1)  # (b'*K,)
+            live.memory = live.memory.index_select(tiled)
+            live.active, live.limits, live.min_tokens = live.active[keep], live.limits[keep], live.min_tokens[keep]
+        rows = (keep if keep is not None else torch.arange(origin.size(0), device=origin.device)).unsqueeze(1)
+        live.state = reorder_state(live.state, (rows * k + origin).view(-1))  # (b'*K,) rows of the step's batch
+        live.history = torch.cat([live.history[rows, origin], token.unsqueeze(-1)], dim=-1)  # (b', K, t+1)
+        live.weights = weights[rows, origin]  # (b', K, t+1, ...)
+        live.scores, live.prev = scores, token.view(-1)
 
     @staticmethod
-    def _constrain(logp: Tensor, finished: Tensor, at_limit: Tensor, eos_id: int, pad_id: int) -> Tensor:
-        """Finished beams may only add padding (at no cost); beams at the length limit must end.
-
-        In place, one pass over logp (b, K, V): no full-size temporaries (the step's largest tensor).
-        """
-        limited = at_limit.view(-1, 1).expand_as(finished)  # (b, K)
-        eos = logp[..., eos_id].clone()  # (b, K)
-        logp.masked_fill_((limited | finished).unsqueeze(-1), -torch.inf)
-        logp[..., eos_id] = torch.where(limited & ~finished, eos, logp[..., eos_id])
-        logp[..., pad_id] = torch.where(finished, torch.zeros_like(eos), logp[..., pad_id])
-        return logp
-
-    def _best(
-        self, history: Tensor, history_weights: Tensor, scores: Tensor, pad_id: int, eos_id: int, grid, source_lengths
-    ):
-        lengths = (history != pad_id).sum(dim=-1)  # (B, K)
-        normalised = scores / self.penalty(lengths)
-        best = normalised.argmax(dim=-1)  # (B,)
-        rows = torch.arange(history.size(0), device=history.device)
-        weights = history_weights[rows, best]  # (B, T, S) or (B, T, H + 1, S)
+    def _result(
+        tokens: Tensor, weights: Tensor, scores: Tensor, pad_id: int, eos_id: int, grid, source_lengths: Tensor
+    ) -> SearchResult:
+        """The chosen hypotheses (B, T) as a SearchResult, trimmed to the longest."""
+        lengths = (tokens != pad_id).sum(dim=-1)  # (B,)
+        steps = int(lengths.max())
+        tokens, weights = tokens[:, :steps], weights[:, :steps]  # (B, T), (B, T, S) or (B, T, H + 1, S)
         heads = None if weights.dim() == 3 else weights[:, :, 1:].transpose(1, 2)  # (B, H, T, S)
         return SearchResult(
-            tokens=history[rows, best],  # (B, T)
-            lengths=lengths[rows, best],
+            tokens=tokens,
+            lengths=lengths,
             weights=weights if heads is None else weights[:, :, 0],  # (B, T, S)
             head_weights=heads,
-            scores=normalised[rows, best],
+            scores=scores,
             eos_id=eos_id,
             grid=grid,
             source_lengths=source_lengths,
@@ -125,30 +182,3 @@ def _step_weights(attended) -> Tensor:
     if attended.head_weights is None:
         return attended.weights
     return torch.cat([attended.weights.unsqueeze(2), attended.head_weights.transpose(1, 2)], dim=2)
-
-
-def _in_input_order(done: list, batch: int, pad_id: int) -> tuple[Tensor, Tensor, Tensor]:
-    """The ended sentences' histories (B, K, T), weights (B, K, T, ...) and scores (B, K) in input order,
-    padded to the longest (tokens with padding, weights with zeros)."""
-    steps = max(part[1].size(-1) for part in done)
-    sentences = torch.cat([part[0] for part in done])  # (B,)
-    history = torch.cat([F.pad(part[1], (0, steps - part[1].size(-1)), value=pad_id) for part in done])
-    weights = torch.cat([_pad_steps(part[2], steps) for part in done])
-    scores = torch.cat([part[3] for part in done])
-    order = torch.empty_like(sentences)
-    order[sentences] = torch.arange(batch, device=sentences.device)  # where each input sentence landed
-    return history[order], weights[order], scores[order]
-
-
-def _pad_steps(weights: Tensor, steps: int) -> Tensor:
-    """weights (b, K, T, ...) with zero steps appended up to ``steps``."""
-    missing = steps - weights.size(2)
-    if not missing:
-        return weights
-    return torch.cat([weights, weights.new_zeros(*weights.shape[:2], missing, *weights.shape[3:])], dim=2)
-
-
-def _gather_beams(tensor: Tensor, origin: Tensor) -> Tensor:
-    """Rows of each sentence's beams picked by ``origin`` (B, K) from tensor (B, K, ...)."""
-    index = origin.view(*origin.shape, *([1] * (tensor.dim() - 2))).expand(-1, -1, *tensor.shape[2:])
-    return tensor.gather(1, index)
