@@ -109,10 +109,32 @@ def test_doubly_stochastic_penalty_by_hand():
     weights = torch.tensor([[[0.5, 0.5, 0.0], [0.2, 0.8, 0.0], [0.9, 0.1, 0.0]]])  # (1, T=3, S=3)
     target_mask = torch.tensor([[True, True, False]])  # the third step is padding
     source_mask = torch.tensor([[True, True, False]])  # the third position is padding
-    # totals over real steps: 0.7 and 1.3 -> deficits 0.09 and 0.09, summed over the 2 real positions
+    # totals over real steps: 0.7 and 1.3 -> deficits 0.09 and 0.09, summed over the 2 real positions,
+    # divided by the 2 real target tokens
     penalty = decoder.attention_penalty(weights, target_mask, source_mask)
-    torch.testing.assert_close(penalty, torch.tensor(2.0 * 0.18))
+    torch.testing.assert_close(penalty, torch.tensor(2.0 * 0.18 / 2))
     assert make("bahdanau-gru").attention_penalty(weights, target_mask, source_mask).item() == 0.0
+
+
+def test_doubly_stochastic_penalty_is_per_target_token_like_the_cross_entropy():
+    """Xu et al. eq. 14 per token: penalty * tokens == lambda * the per-sentence deficits summed over the batch."""
+    decoder = make("bahdanau-gru", doubly_stochastic=0.7)
+    generator = torch.Generator().manual_seed(3)
+    weights = torch.softmax(torch.randn(4, 6, 5, generator=generator), dim=-1)  # (B, T, S)
+    target_mask = torch.arange(6) < torch.tensor([6, 3, 1, 4]).unsqueeze(1)  # (B, T): 14 real tokens
+    source_mask = torch.arange(5) < torch.tensor([5, 5, 2, 3]).unsqueeze(1)  # (B, S)
+    deficits = [
+        sum((1.0 - weights[b, : int(target_mask[b].sum()), s].sum()) ** 2 for s in range(int(source_mask[b].sum())))
+        for b in range(4)
+    ]
+    penalty = decoder.attention_penalty(weights, target_mask, source_mask)
+    torch.testing.assert_close(penalty * 14, 0.7 * sum(deficits))
+    # so that cross-entropy (mean per token) + penalty = (summed NLL + lambda * summed penalty) / tokens
+    logits = torch.randn(4, 6, 9, generator=generator)
+    tgt_out = torch.randint(1, 9, (4, 6), generator=generator).masked_fill(~target_mask, 0)
+    nll = torch.nn.functional.cross_entropy(logits.flatten(0, 1), tgt_out.flatten(), ignore_index=0, reduction="sum")
+    mean = torch.nn.functional.cross_entropy(logits.flatten(0, 1), tgt_out.flatten(), ignore_index=0)
+    torch.testing.assert_close(mean + penalty, (nll + 0.7 * sum(deficits)) / 14)
 
 
 def test_penalty_gradient_reaches_the_attention(memory):

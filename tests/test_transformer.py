@@ -197,6 +197,26 @@ def test_greedy_and_beam_search_run_and_beam_one_is_greedy(transformer_memory):
     torch.testing.assert_close(beam.head_weights.mean(dim=1), beam.weights)
 
 
+@pytest.mark.parametrize("beam_size", [3, 4])
+def test_batched_beam_search_equals_one_sentence_at_a_time(beam_size, source_batch):
+    """Sentences of different lengths searched together give what each gives alone (encoded alone, no padding):
+    the same tokens, scores and attention weights (every head's) of the chosen hypothesis."""
+    encoder, model = text_encoder(), decoder("multihead")
+    src, lengths = source_batch
+    search = BeamSearch(beam_size=beam_size, length_penalty=0.6, max_len_b=5)
+    batched = search(model, encoder(src, lengths), bos_id=1, eos_id=2, pad_id=0)
+    for row in range(3):
+        n = int(lengths[row])
+        alone = search(model, encoder(src[row : row + 1, :n], lengths[row : row + 1]), bos_id=1, eos_id=2, pad_id=0)
+        steps = int(alone.lengths[0])
+        assert batched.sequences()[row] == alone.sequences()[0] and int(batched.lengths[row]) == steps
+        torch.testing.assert_close(batched.scores[row], alone.scores[0], atol=1e-5, rtol=1e-5)
+        weights, heads = batched.weights[row], batched.head_weights[row]  # (T, S), (H, T, S)
+        torch.testing.assert_close(weights[:steps, :n], alone.weights[0, :steps], atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(heads[:, :steps, :n], alone.head_weights[0, :, :steps], atol=1e-5, rtol=1e-5)
+        assert weights[steps:].abs().sum() == 0 and weights[:, n:].abs().sum() == 0  # none after the end, on padding
+
+
 def test_memory_of_another_size_is_projected(source_batch):
     memory = TransformerEncoder(vocab_size=40, **{**SIZES, "d_model": 12}).eval()(*source_batch)
     model = decoder("dot", memory_dim=12)
@@ -263,7 +283,7 @@ def test_doubly_stochastic_penalty_reads_the_returned_weights(transformer_memory
     _, attended = model(torch.randint(3, 30, (3, 4)), transformer_memory)
     target_mask = torch.ones(3, 4, dtype=torch.bool)
     totals = attended.weights.sum(dim=1)  # (B, S)
-    expected = 0.5 * ((1 - totals) ** 2 * transformer_memory.mask).sum(dim=1).mean()
+    expected = 0.5 * ((1 - totals) ** 2 * transformer_memory.mask).sum() / target_mask.sum()  # per target token
     torch.testing.assert_close(
         model.attention_penalty(attended.weights, target_mask, transformer_memory.mask), expected
     )

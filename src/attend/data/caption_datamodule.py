@@ -10,6 +10,7 @@ import numpy as np
 
 from attend.data.caption_dataset import CaptionCollate, CaptionDataset
 from attend.data.caption_images import (
+    LoadedImages,
     denormalize,
     image_transform,
     load_pixels,
@@ -19,6 +20,7 @@ from attend.data.caption_images import (
 from attend.data.images import ImageCaption, read_rgb
 from attend.data.target_datamodule import TargetTextDataModule
 from attend.data.tokenizer import Tokenizer
+from attend.data.unseen import caption_set, is_unseen
 
 log = logging.getLogger("attend.data")
 
@@ -33,7 +35,11 @@ class CaptionDataModule(TargetTextDataModule):
     target of the loss. Training captions that are empty or longer than ``max_target_len`` words, and
     unreadable images, are bad samples: skipped and counted (``on_error``, ``max_skip_fraction``).
     Batches: ``src`` (B, 3, H, W), ``tgt`` (B, T), ``tgt_lengths``, ``ids``, ``sources`` (image
-    keys), ``references`` (lists of captions), ``objects`` (data=shapes' boxes).
+    keys), ``references`` (lists of captions), ``objects`` (data=shapes' boxes); validation and test
+    batches also hold ``unseen`` (B,) bool (no reference occurs, normalised as the caption metrics
+    compare them, among the training captions) and, for sources with ``load_mask`` (Tux Paint's
+    alpha), ``object_masks`` (B, H, W) float in [0, 1] letterboxed like the pixels with
+    ``has_object_mask`` (B,) bool.
     """
 
     modality = "image"
@@ -62,7 +68,7 @@ class CaptionDataModule(TargetTextDataModule):
         self.augment = augment
         self.hflip = hflip
         self.max_target_len = max_target_len
-        # self.loaded: split -> (pixels, records whose image could be read)
+        # self.loaded: split -> (LoadedImages, records whose image could be read)
         self.dropped = 0  # training captions dropped by the length filter
 
     # data ------------------------------------------------------------------------------------
@@ -90,14 +96,17 @@ class CaptionDataModule(TargetTextDataModule):
         self.bad_samples.log_summary()
 
     def _encode_splits(self) -> None:
-        for name, (pixels, records) in self.loaded.items():
-            self.datasets[name] = self._encode(pixels, records, train=name == "train")
+        training = caption_set(caption for record in self.loaded["train"][1] for caption in record.captions)
+        for name, (images, records) in self.loaded.items():
+            self.datasets[name] = self._encode(images, records, train=name == "train", training=training)
 
     def _load(self, split: str, records: list[ImageCaption]):
-        pixels, kept = load_pixels(self.source, records, self.image_size, self.cache_dir, self.bad_samples, split)
-        return pixels, [records[i] for i in kept]
+        images = load_pixels(self.source, records, self.image_size, self.cache_dir, self.bad_samples, split)
+        return images, [records[i] for i in images.kept]
 
-    def _encode(self, pixels, records: list[ImageCaption], train: bool) -> CaptionDataset:
+    def _encode(
+        self, images: LoadedImages, records: list[ImageCaption], train: bool, training: frozenset[str] = frozenset()
+    ) -> CaptionDataset:
         rows, texts = [], []  # (image index, caption ids, references, key, objects); the caption of each row
         for index, record in enumerate(records):
             references = list(record.captions)
@@ -108,7 +117,12 @@ class CaptionDataModule(TargetTextDataModule):
             rows = self._drop_bad_captions(rows, texts)
         columns = list(zip(*rows, strict=True)) if rows else [[]] * 5
         transform = image_transform(train, self.image_size, augment=self.augment, hflip=self.hflip)
-        return CaptionDataset(pixels, *[list(c) for c in columns], transform=transform)
+        if train:
+            return CaptionDataset(images.pixels, *[list(c) for c in columns], transform=transform)
+        return CaptionDataset(
+            images.pixels, *[list(c) for c in columns], transform=transform, masks=images.masks,
+            has_mask=images.has_mask, unseen=[is_unseen(references, training) for references in columns[2]],
+        )
 
     def _drop_bad_captions(self, rows: list[tuple], texts: list[str]) -> list[tuple]:
         """Training rows whose caption is empty or over ``max_target_len`` words are bad samples (skipped)."""

@@ -1,8 +1,10 @@
-"""Images for captioning: read once, padded square, resized and cached as uint8; v2 transforms per step."""
+"""Images for captioning: read once, padded square, resized and cached as uint8 (with object masks where the
+source has them); v2 transforms per step."""
 
 from __future__ import annotations
 
 import logging
+from typing import NamedTuple
 
 import numpy as np
 import torch
@@ -19,20 +21,43 @@ IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
 
 
-def square_resize(image: Image.Image, size: int) -> Image.Image:
-    """Pad to a square on white (centred, nothing cut off), then resize to ``size`` x ``size``."""
+def square_resize(
+    image: Image.Image, size: int, fill: int | tuple[int, ...] = (255, 255, 255), resample=Image.Resampling.BICUBIC
+) -> Image.Image:
+    """Pad to a square on ``fill`` (white; centred, nothing cut off), then resize to ``size`` x ``size``."""
     width, height = image.size
     side = max(width, height)
     if width != height:
-        canvas = Image.new("RGB", (side, side), (255, 255, 255))
+        canvas = Image.new("L" if isinstance(fill, int) else "RGB", (side, side), fill)  # a mask, or pixels
         canvas.paste(image, ((side - width) // 2, (side - height) // 2))
         image = canvas
-    return image.resize((size, size), Image.Resampling.BICUBIC) if side != size else image
+    return image.resize((size, size), resample) if side != size else image
+
+
+def square_resize_mask(mask: Image.Image, size: int) -> Tensor:
+    """(size, size) uint8 of an "L" object mask letterboxed as ``square_resize`` does the pixels: the padding
+    is background (0), and the box filter keeps each pixel's covered fraction (255: all object)."""
+    resized = square_resize(mask, size, fill=0, resample=Image.Resampling.BOX)
+    return torch.from_numpy(np.asarray(resized, dtype=np.uint8).copy())
 
 
 def to_uint8_tensor(image: Image.Image) -> Tensor:
     """(3, H, W) uint8 from an RGB image."""
     return torch.from_numpy(np.asarray(image.convert("RGB"), dtype=np.uint8).copy()).permute(2, 0, 1)
+
+
+class LoadedImages(NamedTuple):
+    """A split's images as cached: the pixels, the indices of the records read, and their object masks."""
+
+    pixels: Tensor  # (N, 3, size, size) uint8
+    kept: list[int]  # index in the records of each of the N images
+    masks: Tensor | None = None  # (N, size, size) uint8, 255 on the object; None: the source has no masks
+    has_mask: Tensor | None = None  # (N,) bool: False where the image has no mask (opaque: its row of masks is 0)
+
+
+def has_masks(source) -> bool:
+    """Whether ``source`` gives object masks: a ``load_mask(record)`` -> "L" image or None (Tux Paint's alpha)."""
+    return callable(getattr(source, "load_mask", None))
 
 
 def load_pixels(
@@ -42,31 +67,53 @@ def load_pixels(
     cache_dir: str | None,
     bad_samples: BadSamples | None = None,
     split: str = "data",
-) -> tuple[Tensor, list[int]]:
-    """(N, 3, size, size) uint8 of the records whose image could be read, and their indices.
+) -> LoadedImages:
+    """(N, 3, size, size) uint8 of the records whose image could be read, their indices, and object masks
+    letterboxed like the pixels when the source has them (``has_masks``).
 
     Unreadable images (missing, corrupt) go to ``bad_samples``: skipped, named in a warning and
     counted (or DataError with on_error=raise). With ``cache_dir`` the result and its skips are saved
-    under ``cache_dir/images`` keyed by the source's settings, the size and the records; a cached read
+    under ``cache_dir/images`` keyed by the source's settings, the size, the records and whether masks
+    are kept (so caches from before masks are not read for a source with masks); a cached read
     reports the same skips again.
     """
+    masked = has_masks(source)
     if not records:  # an empty split (n_test=0): nothing to read
-        return torch.empty((0, 3, size, size), dtype=torch.uint8), []
+        empty = torch.empty((0, size, size), dtype=torch.uint8) if masked else None
+        return LoadedImages(torch.empty((0, 3, size, size), dtype=torch.uint8), [], empty,
+                            torch.empty(0, dtype=torch.bool) if masked else None)
     path = None
     if cache_dir is not None:
-        path = cache_file(cache_dir, "images", source, size, [r.key for r in records], label=f"{size}px")
+        formats = ["object masks v1"] if masked else []
+        path = cache_file(cache_dir, "images", source, size, [r.key for r in records], *formats, label=f"{size}px")
         if path.is_file():
             cached = torch.load(path, weights_only=True)
-            replay_skips(bad_samples, split, cached_skips(cached, records), len(records), "image")
-            return cached["pixels"], cached["kept"]
-    read = lambda record: to_uint8_tensor(square_resize(source.load_image(record), size))
-    pixels, kept, skipped = read_each(
+            if not masked or "has_mask" in cached:  # else a file without masks: read the images again
+                replay_skips(bad_samples, split, cached_skips(cached, records), len(records), "image")
+                return LoadedImages(cached["pixels"], cached["kept"], cached.get("masks"), cached.get("has_mask"))
+    read = lambda record: (
+        to_uint8_tensor(square_resize(source.load_image(record), size)),
+        read_mask(source, record, size) if masked else None,
+    )
+    images, kept, skipped = read_each(
         records, read, ImageReadError, "image", bad_samples, split, corrupt="corrupt image"
     )
-    stacked = torch.stack(pixels)  # (N, 3, size, size)
+    loaded = LoadedImages(torch.stack([pixels for pixels, _ in images]), kept)  # (N, 3, size, size)
+    if masked:
+        masks = [mask for _, mask in images]
+        loaded = loaded._replace(
+            masks=torch.stack([torch.zeros(size, size, dtype=torch.uint8) if m is None else m for m in masks]),
+            has_mask=torch.tensor([m is not None for m in masks], dtype=torch.bool),
+        )
     if path is not None:
-        save_atomic({"pixels": stacked, "kept": kept, "skipped": skipped}, path)
-    return stacked, kept
+        save_atomic({**loaded._asdict(), "skipped": skipped}, path)
+    return loaded
+
+
+def read_mask(source, record: ImageCaption, size: int) -> Tensor | None:
+    """(size, size) uint8 object mask of a record, None when its image has none."""
+    mask = source.load_mask(record)
+    return None if mask is None else square_resize_mask(mask, size)
 
 
 def image_transform(train: bool, size: int, augment: bool = True, hflip: bool = False) -> v2.Compose:

@@ -153,18 +153,22 @@ class RNNDecoder(nn.Module):
         return torch.cat(features, dim=1), AttentionOutput.cat(attended)
 
     def attention_penalty(self, weights: Tensor, target_mask: Tensor, source_mask: Tensor) -> Tensor:
-        """Doubly stochastic regularisation, Xu et al. 2015 eq. 14: lambda * sum_i (1 - sum_t alpha_ti)^2.
+        """Doubly stochastic regularisation, Xu et al. 2015 eq. 14, per target token like the cross-entropy.
 
-        weights (B, T, S) of teacher forcing; target_mask (B, T) marks real output steps and
-        source_mask (B, S) real positions. Summed over positions as in the paper (and its code),
-        averaged over the batch; 0 when ``doubly_stochastic`` is 0. The sum grows with the number
-        of positions: with 64 cells and 10 words it is about 45, so small grids want lambda << 1.
+        weights (B, T, S) of teacher forcing; target_mask (B, T) marks real output steps (the end
+        token included, as the cross-entropy counts them) and source_mask (B, S) real positions.
+        Each sentence's penalty sum_i (1 - sum_t alpha_ti)^2 is summed over its positions as in the
+        paper (and its code); lambda times their sum over the batch is divided by the batch's target
+        tokens, so cross-entropy (a mean per token) + penalty = (sum NLL + lambda * sum penalty) / tokens:
+        the paper's objective per token, with the paper's lambda (1). 0 when ``doubly_stochastic`` is 0.
+        The penalty grows with the number of positions: with 64 cells and 10 words about 45 a sentence.
         """
         if not self.doubly_stochastic:
             return weights.new_zeros(())
         totals = (weights * target_mask.unsqueeze(-1).to(weights.dtype)).sum(dim=1)  # (B, S)
         deficit = ((1.0 - totals) ** 2 * source_mask.to(weights.dtype)).sum(dim=1)  # (B,)
-        return self.doubly_stochastic * deficit.mean()
+        tokens = target_mask.sum().clamp(min=1)  # real target tokens of the batch, as the cross-entropy's mean
+        return self.doubly_stochastic * deficit.sum() / tokens
 
     # -- helpers for subclasses -----------------------------------------------------------
     def gate(self, context: Tensor, query: Tensor) -> Tensor:

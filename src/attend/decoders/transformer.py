@@ -115,7 +115,8 @@ class TransformerDecoder(nn.Module):
         self.dropout = nn.Dropout(dropout)
         self.doubly_stochastic = doubly_stochastic
 
-    # Xu et al. 2015 eq. 14 on the weights this decoder returns (the last layer's), as the RNN decoders do
+    # Xu et al. 2015 eq. 14 on the weights this decoder returns (the last layer's), as the RNN decoders do:
+    # lambda * the per-sentence penalties summed over the batch, per target token like the cross-entropy
     attention_penalty = RNNDecoder.attention_penalty
 
     # -- the Decoder contract -------------------------------------------------------------

@@ -8,7 +8,9 @@ from attend.metrics.base import AttentionMetric
 from attend.metrics.caption import CaptionBLEU, CIDErD, caption_tokens
 from attend.metrics.diagnostics import AttentionEntropy, CoverageDeficit
 from attend.metrics.grounding import Grounding, box_cells
+from attend.metrics.object_mass import ObjectArea, ObjectMass, cell_coverage
 from attend.metrics.text import BLEU, ChrF, ExactMatch
+from attend.metrics.unseen_only import UnseenOnly
 
 __all__ = [
     "AlignmentError",
@@ -23,7 +25,11 @@ __all__ = [
     "ExactMatch",
     "Grounding",
     "MonotoneAlignment",
+    "ObjectArea",
+    "ObjectMass",
+    "UnseenOnly",
     "WordErrorRate",
     "box_cells",
     "caption_tokens",
+    "cell_coverage",
 ]

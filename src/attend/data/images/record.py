@@ -50,6 +50,23 @@ def read_rgb(path: str | os.PathLike) -> Image.Image:
         raise ImageReadError(f"image file {str(path)!r} cannot be read: {e}") from e
 
 
+def read_alpha(path: str | os.PathLike) -> Image.Image | None:
+    """The alpha channel of an image file as an "L" image (the object mask of a stamp), None when the file
+    has no transparency or its alpha is the same everywhere (an opaque picture: no object outline)."""
+    if not Path(path).is_file():
+        raise ImageReadError(f"image file {str(path)!r} does not exist")
+    try:
+        with Image.open(path) as img:
+            img.load()
+            if "A" not in img.getbands() and "transparency" not in img.info:
+                return None
+            alpha = img.convert("RGBA").getchannel("A")
+    except (OSError, SyntaxError, ValueError, Image.DecompressionBombError) as e:
+        raise ImageReadError(f"image file {str(path)!r} cannot be read: {e}") from e
+    low, high = alpha.getextrema()
+    return None if low == high else alpha
+
+
 def to_rgb(img: Image.Image) -> Image.Image:
     """An RGB copy of ``img``, transparent parts composited on white."""
     if "A" in img.getbands() or "transparency" in img.info:

@@ -1,0 +1,158 @@
+"""Evaluation examples whose references never occur in training (``unseen``), and metrics on those only."""
+
+from __future__ import annotations
+
+import os
+import socket
+import warnings
+from pathlib import Path
+
+import pytest
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+from hydra.utils import instantiate
+
+from attend.data import CaptionDataModule, WordTokenizer
+from attend.data.images import ShapeScenes, TuxPaintStamps
+from attend.data.images.tuxpaint import TUXPAINT_STAMPS
+from attend.data.unseen import caption_set, is_unseen
+from attend.metrics import CaptionBLEU, CIDErD, UnseenOnly
+from attend.search import SearchResult
+from tests.test_config import compose_train, resolve_paths
+
+HYPOTHESES = ["a red circle", "a blue square above a circle", "a cat", "a small dog on a mat", "a green square"]
+REFERENCES = [["a red circle"], ["a blue square above a green circle"], ["a cat sat"], ["a dog on a mat"], ["a square"]]
+UNSEEN = [True, False, True, True, False]
+
+
+def tokenizer() -> WordTokenizer:
+    words = WordTokenizer(lowercase=True)
+    words.fit(HYPOTHESES)
+    return words
+
+
+def batch_and_result(words: WordTokenizer, rows: list[int], with_unseen: bool = True) -> tuple[dict, SearchResult]:
+    """The rows of the examples above as a batch and the search result that decodes to their hypotheses."""
+    ids = [words.encode(HYPOTHESES[i]) + [words.eos_id] for i in rows]
+    width = max(len(i) for i in ids)
+    tokens = torch.tensor([i + [words.pad_id] * (width - len(i)) for i in ids])  # (B, T)
+    lengths = torch.tensor([len(i) for i in ids])
+    weights = torch.full((len(rows), width, 4), 0.25)  # (B, T, S)
+    result = SearchResult(tokens, lengths, weights, torch.zeros(len(rows)), words.eos_id)
+    batch = {"references": [REFERENCES[i] for i in rows]}
+    if with_unseen:
+        batch["unseen"] = torch.tensor([UNSEEN[i] for i in rows])
+    return batch, result
+
+
+def filtered(metric, rows: list[int]):
+    """The wrapped metric updated directly with the unseen ones of ``rows``."""
+    kept = [i for i in rows if UNSEEN[i]]
+    metric.update([HYPOTHESES[i] for i in kept], [REFERENCES[i] for i in kept])
+    return metric.compute()
+
+
+# marking examples --------------------------------------------------------------------------------
+def test_an_example_is_unseen_when_no_reference_occurs_after_normalisation() -> None:
+    training = caption_set(["A red circle.", "a blue, square"])
+    assert not is_unseen(["a Red circle"], training)  # case and punctuation do not count
+    assert not is_unseen(["something else", "A blue square!"], training)  # any one reference seen is enough
+    assert is_unseen(["a red circle above"], training)
+
+
+def test_caption_batches_say_which_evaluation_examples_are_unseen(tmp_path: Path) -> None:
+    source = ShapeScenes(n_train=60, n_val=20, n_test=20, image_size=32)
+    dm = CaptionDataModule(source, WordTokenizer(lowercase=True), image_size=32, eval_batch_size=50, cache_dir=None)
+    dm.setup("fit")
+    training = caption_set(c for r in source.splits()["train"] for c in r.captions)
+    for split in ("val", "test"):
+        batch = next(iter(dm.val_dataloader() if split == "val" else dm.test_dataloader()))
+        assert batch["unseen"].dtype == torch.bool
+        assert batch["unseen"].tolist() == [is_unseen(refs, training) for refs in batch["references"]]
+        assert 0 < int(batch["unseen"].sum()) < len(batch["references"])
+    assert "unseen" not in next(iter(dm.train_dataloader()))
+
+
+def seen_counts(source) -> dict[str, tuple[int, int]]:
+    splits = source.splits()
+    training = caption_set(c for r in splits["train"] for c in r.captions)
+    return {s: (sum(not is_unseen(r.captions, training) for r in splits[s]), len(splits[s])) for s in ("val", "test")}
+
+
+def test_shape_scene_captions_seen_in_training() -> None:
+    counts = seen_counts(ShapeScenes(n_train=4000, n_val=300, n_test=300, image_size=64, max_objects=3, seed=1234))
+    assert counts == {"val": (153, 300), "test": (166, 300)}  # data=shapes: more than half the test set
+
+
+@pytest.mark.skipif(not Path(TUXPAINT_STAMPS).is_dir(), reason="Debian package tuxpaint-stamps-default not installed")
+def test_tux_paint_captions_seen_in_training() -> None:
+    assert seen_counts(TuxPaintStamps()) == {"val": (27, 100), "test": (29, 120)}
+
+
+# the metric --------------------------------------------------------------------------------------
+@pytest.mark.parametrize("make", [lambda: CaptionBLEU(n=2), CIDErD], ids=["bleu2", "cider"])
+def test_unseen_only_equals_the_wrapped_metric_on_the_unseen_rows(make) -> None:
+    words = tokenizer()
+    metric = UnseenOnly(make())
+    for rows in ([0, 1], [2, 3, 4]):
+        metric.update(*batch_and_result(words, rows), words)
+    assert float(metric.compute()) == pytest.approx(float(filtered(make(), [0, 1, 2, 3, 4])))
+    assert float(metric.compute()) != pytest.approx(float(filtered(make(), [])))  # something was counted
+    clone = metric.clone()
+    metric.reset()
+    assert float(clone.compute()) > 0  # a clone keeps its own wrapped states
+    metric.update(*batch_and_result(words, [3, 4]), words)
+    assert float(metric.compute()) == pytest.approx(float(filtered(make(), [3, 4])))  # reset reached the wrapped
+
+
+@pytest.mark.parametrize("make", [lambda: CaptionBLEU(n=4), CIDErD], ids=["bleu4", "cider"])
+def test_batches_without_unseen_count_nothing_and_give_zero(make) -> None:
+    words = tokenizer()
+    metric = UnseenOnly(make())
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no "compute before update" warning either
+        metric.update(*batch_and_result(words, [0, 2], with_unseen=False), words)
+        metric.update(*batch_and_result(words, [1, 4]), words)  # only seen rows
+        value = metric.compute()
+    assert torch.isfinite(value) and float(value) == 0.0
+
+
+def test_caption_task_logs_bleu4_and_cider_on_unseen_images() -> None:
+    cfg = resolve_paths(compose_train(["task=caption", "data=shapes"]))
+    for name, wrapped in (("bleu4_unseen", CaptionBLEU), ("cider_unseen", CIDErD)):
+        metric = instantiate(cfg.model.metrics[name])
+        assert isinstance(metric, UnseenOnly) and isinstance(metric.metric, wrapped)
+    assert instantiate(cfg.model.metrics.bleu4_unseen).metric.n == 4
+
+
+# DDP: two gloo processes, each with half the rows ----------------------------------------------------
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _rank(rank: int, port: int, shares: list[list[int]], queue) -> None:
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    dist.init_process_group("gloo", rank=rank, world_size=len(shares))
+    try:
+        words = tokenizer()
+        values = []
+        for metric in (UnseenOnly(CaptionBLEU(n=2)), UnseenOnly(CIDErD())):
+            metric.update(*batch_and_result(words, shares[rank]), words)
+            values.append(float(metric.compute()))
+        queue.put((rank, values))
+    finally:
+        dist.destroy_process_group()
+
+
+@pytest.mark.slow
+def test_unseen_only_syncs_the_wrapped_states_across_processes() -> None:
+    shares = [[0, 1, 4], [2, 3]]  # each rank sees other unseen rows
+    queue = mp.get_context("spawn").SimpleQueue()
+    mp.spawn(_rank, args=(_free_port(), shares, queue), nprocs=2, join=True)
+    results = dict(queue.get() for _ in shares)
+    expected = [float(filtered(CaptionBLEU(n=2), [0, 1, 2, 3, 4])), float(filtered(CIDErD(), [0, 1, 2, 3, 4]))]
+    for rank in (0, 1):
+        assert results[rank] == pytest.approx(expected)
