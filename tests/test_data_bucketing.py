@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 
+import pytest
 import torch
 from lightning.fabric.utilities.data import _replace_dunder_methods, _set_sampler_epoch
 from lightning.pytorch.trainer.states import RunningStage
@@ -98,3 +99,60 @@ def test_lightning_injected_sampler_and_set_epoch() -> None:
     _set_sampler_epoch(loader, 2)
     assert loader.batch_sampler.epoch == 2 and list(loader.batch_sampler) != single
     assert torch.equal(torch.tensor(sorted(flat(list(loader)))), torch.arange(len(LENGTHS)))
+
+
+def eval_shards(lengths: list[int], batch_size: int, world: int, **kwargs) -> list[list[list[int]]]:
+    """Each rank's evaluation batches (no shuffle) out of ``world``."""
+    return [
+        list(BucketBatchSampler(lengths, batch_size, shuffle=False, num_replicas=world, rank=r, **kwargs))
+        for r in range(world)
+    ]
+
+
+def test_evaluation_shards_score_every_example_once() -> None:
+    """No padding for val/test: every index on exactly one rank, whatever the world size and batch count."""
+    for world in (1, 2, 3, 4):
+        for n, batch_size in ((1003, 10), (1000, 10), (21, 8), (19, 8), (25, 10), (4, 10), (7, 3)):
+            shards = eval_shards(LENGTHS[:n], batch_size, world)
+            everything = [i for shard in shards for i in flat(shard)]
+            assert sorted(everything) == list(range(n)), (world, n, batch_size)  # once each, none repeated
+            counts = [len(shard) for shard in shards]
+            assert min(counts) >= 1 and max(counts) - min(counts) <= 1, (world, n, counts)  # no rank left empty
+            assert all(1 <= len(b) <= batch_size for shard in shards for b in shard)
+    # 21 examples in batches of 8: 3 batches (8, 8, 5); rank 0 gets two, rank 1 one, and the short batch is scored once
+    assert [[len(b) for b in shard] for shard in eval_shards(LENGTHS[:21], 8, 2)] == [[8, 5], [8]]
+    # training keeps equal counts (DDP's gradient all-reduce needs them): 3 batches on 2 ranks repeat one
+    train = [list(BucketBatchSampler(LENGTHS[:21], 8, num_replicas=2, rank=r)) for r in (0, 1)]
+    assert len(train[0]) == len(train[1]) == 2
+
+
+def test_evaluation_with_more_ranks_than_batches_halves_batches() -> None:
+    """3 batches on 4 ranks: the largest is halved so no rank is empty (Lightning skips an empty rank's loop and
+    the others would wait for it at the metrics' sync), still each example once; the lengths stay sorted."""
+    shards = eval_shards(LENGTHS[:25], 10, 4)  # batches 10, 10, 5 -> 5, 5, 10, 5
+    assert [len(shard) for shard in shards] == [1, 1, 1, 1]
+    assert sorted(flat([b for shard in shards for b in shard])) == list(range(25))
+    order = [i for shard in shards for i in shard[0]]  # rank r has batch r of the (sorted) list
+    assert [LENGTHS[i] for i in order] == sorted(LENGTHS[:25])
+    many = eval_shards(LENGTHS[:40], 64, 4, max_tokens=10_000)  # one batch -> four of 10
+    assert [[len(b) for b in shard] for shard in many] == [[10], [10], [10], [10]]
+
+
+def test_evaluation_split_smaller_than_the_world_repeats_with_a_warning() -> None:
+    """Fewer examples than ranks: a rank must still have a batch, so an example is scored twice, with a warning;
+    an empty split leaves every rank empty."""
+    with pytest.warns(UserWarning, match="2 examples on 4 processes"):
+        shards = eval_shards(LENGTHS[:2], 10, 4)
+    assert [len(shard) for shard in shards] == [1, 1, 1, 1] and sorted(set(flat(sum(shards, [])))) == [0, 1]
+    assert eval_shards([], 10, 3) == [[], [], []]
+
+
+def test_lightning_injected_sampler_keeps_evaluation_unpadded() -> None:
+    dataset = list(range(21))
+    with _replace_dunder_methods(DataLoader, "dataset"), _replace_dunder_methods(BatchSampler):
+        loader = DataLoader(dataset, batch_sampler=BucketBatchSampler(LENGTHS[:21], 8, shuffle=False), collate_fn=list)
+    shards = []
+    for rank in (0, 1):
+        injected = DistributedSampler(dataset, num_replicas=2, rank=rank, shuffle=False)
+        shards.append(list(_update_dataloader(loader, injected, mode=RunningStage.VALIDATING).batch_sampler))
+    assert [len(s) for s in shards] == [2, 1] and sorted(flat(shards[0] + shards[1])) == dataset

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Iterator, Sequence
 
 import torch
@@ -35,8 +36,13 @@ class BucketBatchSampler(BatchSampler):
     ``shuffle`` all examples are sorted by length and batched in order (for val/test).
 
     Distributed: each of ``num_replicas`` ranks (default: from an initialised
-    ``torch.distributed``) gets every ``num_replicas``-th batch, and all ranks get the same
-    number of batches: some batches are repeated, or with ``drop_last`` the surplus dropped.
+    ``torch.distributed``) gets every ``num_replicas``-th batch. Training (``shuffle``) gives
+    every rank the same number of batches (DDP's gradient all-reduce needs it): some batches are
+    repeated, or with ``drop_last`` the surplus dropped. Evaluation (no ``shuffle``) repeats
+    nothing, so every example is scored exactly once across ranks: the ranks' counts may differ
+    by one, and where there are fewer batches than ranks the largest batches are halved until
+    every rank has one (Lightning skips an empty rank's loop, and the others would wait for it
+    at the metrics' sync). Only a split with fewer examples than ranks repeats examples.
     ``drop_last`` also drops batches with fewer than ``batch_size`` examples (without
     ``max_tokens``). Lightning, when it injects a ``DistributedSampler`` (``sampler``
     argument, ``use_distributed_sampler=True``), is only read for its rank, world size and
@@ -148,13 +154,33 @@ class BucketBatchSampler(BatchSampler):
         return batches
 
     def _shard(self, batches: list[list[int]]) -> list[list[int]]:
-        """This rank's batches; every rank gets the same number."""
+        """This rank's batches: for training the same number on every rank, for evaluation each example once."""
         replicas = self.num_replicas
         if replicas == 1:
             return batches
+        if not self.shuffle:
+            return self._at_least(batches, replicas)[self.rank :: replicas]
         if self.drop_last:
             batches = batches[: len(batches) // replicas * replicas]
         else:
             total = math.ceil(len(batches) / replicas) * replicas
             batches = batches + [batches[i % len(batches)] for i in range(total - len(batches))]
         return batches[self.rank :: replicas]
+
+    @staticmethod
+    def _at_least(batches: list[list[int]], count: int) -> list[list[int]]:
+        """``batches`` with the largest halved (in place, order kept) until there are ``count``; with fewer
+        examples than ``count``, single examples are repeated to make up the number (a warning says so)."""
+        batches = [b for b in batches if b]  # an empty split packs as one empty batch
+        while 0 < len(batches) < count and max(len(b) for b in batches) > 1:
+            i = max(range(len(batches)), key=lambda j: len(batches[j]))
+            half = (len(batches[i]) + 1) // 2
+            batches[i : i + 1] = [batches[i][:half], batches[i][half:]]
+        if 0 < len(batches) < count:
+            warnings.warn(
+                f"an evaluation split of {len(batches)} examples on {count} processes: "
+                f"{count - len(batches)} of them are scored twice",
+                stacklevel=2,
+            )
+            batches += [batches[i % len(batches)] for i in range(count - len(batches))]
+        return batches

@@ -1,17 +1,65 @@
-"""Prepared data: read record by record with unreadable ones skipped or stopped at; cached under keyed names."""
+"""Prepared data: read record by record with unreadable ones skipped or stopped at; cached under keyed names,
+written atomically, and rebuilt with a warning when a cache file is found truncated or corrupt."""
 
 from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
+import pickle
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import torch
 
 from attend.data.bad_samples import BadSamples
+
+log = logging.getLogger("attend.data")
+T = TypeVar("T")
+
+
+class CorruptCacheError(ValueError):
+    """A cache file that reads but fails a check of its own (a part it must have is missing)."""
+
+
+# what reading a truncated or overwritten cache file raises: JSON and UTF-8 decoding (ValueError), torch.load
+# (RuntimeError from the zip reader, EOFError, pickle.UnpicklingError), SentencePiece (RuntimeError), a missing
+# entry (KeyError, IndexError, TypeError), CorruptCacheError, and OSError for a file that cannot be read at all
+UNREADABLE = (OSError, EOFError, ValueError, KeyError, IndexError, TypeError, RuntimeError, pickle.UnpicklingError)
+
+
+def load_or_rebuild(
+    path: Path | None,
+    load: Callable[[Path], T | None],
+    build: Callable[[], T],
+    save: Callable[[T, Path], None],
+    on_cached: Callable[[T], None] | None = None,
+) -> T:
+    """``load(path)`` of a cache file, or ``build()`` then ``save(result, path)`` (atomically) when there is none.
+
+    A file that ``load`` cannot read (truncated, overwritten, an entry missing: it raises one of ``UNREADABLE``)
+    is named in a warning and rebuilt, never a traceback; ``load`` returns None for a sound file of an older
+    format (rebuilt quietly). ``on_cached(result)`` runs after a successful load, outside that check (what it
+    raises, e.g. a DataError, propagates). ``path`` None: no cache, only ``build()``.
+    """
+    if path is not None and path.is_file():
+        try:
+            cached = load(path)
+        except UNREADABLE as problem:
+            log.warning("data cache file %s is corrupt (%s: %s): rebuilding it", path, type(problem).__name__,
+                        str(problem)[:200])
+        else:
+            if cached is not None:
+                if on_cached is not None:
+                    on_cached(cached)
+                return cached
+    result = build()
+    if path is not None:
+        save(result, path)
+    return result
 
 
 def cache_file(cache_dir: str | os.PathLike, folder: str, source, *settings, label: str = "") -> Path:
@@ -28,6 +76,14 @@ def save_atomic(data, path: Path) -> None:
     partial = path.with_suffix(f".{os.getpid()}.tmp")
     torch.save(data, partial)
     partial.replace(path)
+
+
+def write_bytes_atomic(data: bytes, path: Path) -> None:
+    """Write bytes through a temporary file in the same folder, so readers never see a partial file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.NamedTemporaryFile(dir=path.parent, suffix=".tmp", delete=False) as tmp:
+        tmp.write(data)
+    os.replace(tmp.name, path)
 
 
 def write_json_atomic(path: Path, data) -> None:

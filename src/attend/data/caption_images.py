@@ -4,6 +4,7 @@ source has them); v2 transforms per step."""
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
@@ -13,7 +14,7 @@ from torch import Tensor
 from torchvision.transforms import v2
 
 from attend.data.bad_samples import BadSamples
-from attend.data.cache import cache_file, cached_skips, read_each, replay_skips, save_atomic
+from attend.data.cache import cache_file, cached_skips, load_or_rebuild, read_each, replay_skips, save_atomic
 from attend.data.images import ImageCaption, ImageReadError
 
 log = logging.getLogger("attend.data")
@@ -75,7 +76,7 @@ def load_pixels(
     counted (or DataError with on_error=raise). With ``cache_dir`` the result and its skips are saved
     under ``cache_dir/images`` keyed by the source's settings, the size, the records and whether masks
     are kept (so caches from before masks are not read for a source with masks); a cached read
-    reports the same skips again.
+    reports the same skips again, and a truncated or corrupt cache file is rebuilt with a warning.
     """
     masked = has_masks(source)
     if not records:  # an empty split (n_test=0): nothing to read
@@ -86,28 +87,34 @@ def load_pixels(
     if cache_dir is not None:
         formats = ["object masks v1"] if masked else []
         path = cache_file(cache_dir, "images", source, size, [r.key for r in records], *formats, label=f"{size}px")
-        if path.is_file():
-            cached = torch.load(path, weights_only=True)
-            if not masked or "has_mask" in cached:  # else a file without masks: read the images again
-                replay_skips(bad_samples, split, cached_skips(cached, records), len(records), "image")
-                return LoadedImages(cached["pixels"], cached["kept"], cached.get("masks"), cached.get("has_mask"))
-    read = lambda record: (
-        to_uint8_tensor(square_resize(source.load_image(record), size)),
-        read_mask(source, record, size) if masked else None,
-    )
-    images, kept, skipped = read_each(
-        records, read, ImageReadError, "image", bad_samples, split, corrupt="corrupt image"
-    )
-    loaded = LoadedImages(torch.stack([pixels for pixels, _ in images]), kept)  # (N, 3, size, size)
-    if masked:
-        masks = [mask for _, mask in images]
-        loaded = loaded._replace(
-            masks=torch.stack([torch.zeros(size, size, dtype=torch.uint8) if m is None else m for m in masks]),
-            has_mask=torch.tensor([m is not None for m in masks], dtype=torch.bool),
+
+    def load(path: Path) -> tuple[LoadedImages, list] | None:
+        cached = torch.load(path, weights_only=True)  # truncated or overwritten: it raises
+        if masked and "has_mask" not in cached:
+            return None  # a file from before masks: read the images again
+        loaded = LoadedImages(cached["pixels"], cached["kept"], cached.get("masks"), cached.get("has_mask"))
+        return loaded, cached_skips(cached, records)
+
+    def build() -> tuple[LoadedImages, list]:
+        read = lambda record: (
+            to_uint8_tensor(square_resize(source.load_image(record), size)),
+            read_mask(source, record, size) if masked else None,
         )
-    if path is not None:
-        save_atomic({**loaded._asdict(), "skipped": skipped}, path)
-    return loaded
+        images, kept, skipped = read_each(
+            records, read, ImageReadError, "image", bad_samples, split, corrupt="corrupt image"
+        )
+        loaded = LoadedImages(torch.stack([pixels for pixels, _ in images]), kept)  # (N, 3, size, size)
+        if masked:
+            masks = [mask for _, mask in images]
+            loaded = loaded._replace(
+                masks=torch.stack([torch.zeros(size, size, dtype=torch.uint8) if m is None else m for m in masks]),
+                has_mask=torch.tensor([m is not None for m in masks], dtype=torch.bool),
+            )
+        return loaded, skipped
+
+    save = lambda built, path: save_atomic({**built[0]._asdict(), "skipped": built[1]}, path)
+    replay = lambda cached: replay_skips(bad_samples, split, cached[1], len(records), "image")
+    return load_or_rebuild(path, load, build, save, on_cached=replay)[0]
 
 
 def read_mask(source, record: ImageCaption, size: int) -> Tensor | None:

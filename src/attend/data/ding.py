@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from attend.data.bad_samples import DatasetMissingError
-from attend.data.cache import write_json_atomic
+from attend.data.cache import load_or_rebuild, write_json_atomic
 from attend.data.ding_format import is_sentence as _is_sentence
 from attend.data.ding_format import parse_ding
 from attend.data.splitting import Pair, disjoint_split
@@ -110,16 +110,11 @@ class DingPairs:
         return self.cache_dir / f"ding-{key}.json"
 
     def _cached_or_built(self) -> dict[str, list[Pair]]:
-        path = self.cache_path()
-        if path is not None and path.exists():
-            with open(path, encoding="utf-8") as f:
-                cached = json.load(f)
-            return {name: [(a, b) for a, b in pairs] for name, pairs in cached["splits"].items()}
-        splits = self.build()
-        if path is not None:
-            write_json_atomic(path, {"settings": self._settings(), "splits": splits})
-            log.info("cached Ding splits in %s", path)
-        return splits
+        return load_or_rebuild(self.cache_path(), read_cached_splits, self.build, self._save)
+
+    def _save(self, splits: dict[str, list[Pair]], path: Path) -> None:
+        write_json_atomic(path, {"settings": self._settings(), "splits": splits})
+        log.info("cached Ding splits in %s", path)
 
     def build(self) -> dict[str, list[Pair]]:
         """Parse the dictionary and split it (German -> English), without any cache."""
@@ -139,3 +134,10 @@ class DingPairs:
             splits["train"] = splits["train"] + extra
             log.info("Ding: %d word/phrase pairs added to train", len(extra))
         return splits
+
+
+def read_cached_splits(path: Path) -> dict[str, list[Pair]]:
+    """The splits a cache file holds; a truncated or damaged file raises (JSON, UTF-8 or a missing entry)."""
+    with open(path, encoding="utf-8") as f:
+        cached = json.load(f)
+    return {name: [(a, b) for a, b in pairs] for name, pairs in cached["splits"].items()}

@@ -7,12 +7,12 @@ import io
 import json
 import logging
 import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import sentencepiece as spm
 
+from attend.data.cache import CorruptCacheError, load_or_rebuild, write_bytes_atomic
 from attend.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Tokenizer
 
 log = logging.getLogger("attend.data")
@@ -22,7 +22,8 @@ class SentencePieceTokenizer(Tokenizer):
     """Unigram (or bpe/char/word) SentencePiece model with pad/bos/eos/unk = 0/1/2/3.
 
     ``fit`` trains into ``cache_dir`` as ``spm-<model_type>-<vocab_size>-<hash>.model`` (hash of the
-    settings and the training text) and reuses that file when it exists; without ``cache_dir`` it
+    settings and the training text) and reuses that file when it exists and is whole (a truncated or
+    damaged one is retrained, with a warning: ``read_complete_model``); without ``cache_dir`` it
     trains in memory. The trained model's bytes live in ``state_dict()``, so a checkpoint needs no
     cache. The model depends on ``num_threads`` (SentencePiece is deterministic per thread count),
     so it is a setting, not a machine property. ``hard_vocab_limit=False`` lets tiny corpora get
@@ -84,17 +85,14 @@ class SentencePieceTokenizer(Tokenizer):
         path = Path(self.cache_dir) / (
             f"spm-{self.model_type}-{self.requested_vocab_size}-{self.cache_key(texts)}.model"
         )
-        if path.exists():
-            log.info("reusing SentencePiece model %s", path)
-        else:
-            proto = self._train(texts)
-            path.parent.mkdir(parents=True, exist_ok=True)
-            with tempfile.NamedTemporaryFile(dir=path.parent, suffix=".tmp", delete=False) as tmp:
-                tmp.write(proto)
-            os.replace(tmp.name, path)  # atomic: concurrent ranks never read half a file
-            log.info("trained SentencePiece model %s", path)
+
+        def train() -> bytes:
+            log.info("training SentencePiece model %s", path)
+            return self._train(texts)
+
+        proto = load_or_rebuild(path, read_complete_model, train, write_bytes_atomic)
         self.model_path = path
-        self._load_proto(path.read_bytes())
+        self._load_proto(proto)
 
     def _train(self, texts: list[str]) -> bytes:
         sentences = [t for t in (self.normalize(t).strip() for t in texts) if t]
@@ -161,3 +159,50 @@ class SentencePieceTokenizer(Tokenizer):
         self.__dict__.update(state)
         if self.model_proto is not None:
             self._load_proto(self.model_proto)
+
+
+def read_complete_model(path: Path) -> bytes:
+    """A cached model's bytes, checked whole. SentencePiece writes its pieces, then trainer_spec (field 2) and
+    normalizer_spec (field 3) last; a file cut inside a field fails to parse, but one cut between two top-level
+    fields loads (with fewer pieces, or default specs), so both specs must be there. CorruptCacheError if not."""
+    proto = path.read_bytes()
+    fields = top_level_fields(proto)
+    if not {2, 3} <= set(fields):
+        raise CorruptCacheError(f"{len(proto)} bytes, without the trainer and normalizer specs written last")
+    spm.SentencePieceProcessor(model_proto=proto)  # RuntimeError where a field inside does not parse
+    return proto
+
+
+def top_level_fields(message: bytes) -> list[int]:
+    """The field numbers of a serialized protobuf message's top-level fields; CorruptCacheError where it is cut."""
+    fields, i = [], 0
+
+    def varint() -> int:
+        nonlocal i
+        value = shift = 0
+        while True:
+            if i >= len(message) or shift > 63:
+                raise CorruptCacheError(f"a protobuf varint cut at byte {i}")
+            byte = message[i]
+            i += 1
+            value |= (byte & 0x7F) << shift
+            shift += 7
+            if byte < 0x80:
+                return value
+
+    while i < len(message):
+        tag = varint()
+        wire = tag & 7
+        if wire == 0:
+            varint()
+        elif wire in (1, 5):
+            i += 8 if wire == 1 else 4
+        elif wire == 2:
+            length = varint()  # before the +=, which would read i first
+            i += length
+        else:
+            raise CorruptCacheError(f"protobuf wire type {wire} at byte {i}")
+        if i > len(message):
+            raise CorruptCacheError(f"a protobuf field cut at byte {len(message)}")
+        fields.append(tag >> 3)
+    return fields

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import torch
 from torch import Tensor, nn
 
 from attend.data.audio import AudioReadError, Utterance
 from attend.data.bad_samples import BadSamples
-from attend.data.cache import cache_file, cached_skips, read_each, replay_skips, save_atomic
+from attend.data.cache import cache_file, cached_skips, load_or_rebuild, read_each, replay_skips, save_atomic
 from attend.data.speech_dataset import compute_features
 
 
@@ -23,22 +25,26 @@ def load_features(
 
     Unreadable audio (missing, corrupt, empty) goes to ``bad_samples``: skipped, named in a warning and
     counted (or DataError with on_error=raise). With ``cache_dir`` the result and its skips are saved
-    under ``cache_dir/speech_features``; a cached read reports the same skips again.
+    under ``cache_dir/speech_features``; a cached read reports the same skips again, and a truncated or
+    corrupt cache file is rebuilt with a warning (``load_or_rebuild``).
     """
     if not utterances:
         return [], []
     path = None
     if cache_dir is not None:
-        keys = [u.key for u in utterances]
-        path = cache_file(cache_dir, "speech_features", source, frontend.settings(), keys)
-        if path.is_file():
-            cached = torch.load(path, weights_only=True)
-            replay_skips(bad_samples, split, cached_skips(cached, utterances), len(utterances), "utterance")
-            return cached["features"], cached["kept"]
-    read = lambda utterance: compute_features(frontend, utterance.path).to(torch.float16)
-    features, kept, skipped = read_each(
-        utterances, read, AudioReadError, "utterance", bad_samples, split, corrupt="corrupt audio"
-    )
-    if path is not None:
-        save_atomic({"features": features, "kept": kept, "skipped": skipped}, path)
-    return features, kept
+        path = cache_file(cache_dir, "speech_features", source, frontend.settings(), [u.key for u in utterances])
+
+    def load(path: Path) -> dict:
+        cached = torch.load(path, weights_only=True)  # truncated or overwritten: it raises
+        return {"features": cached["features"], "kept": cached["kept"], "skipped": cached_skips(cached, utterances)}
+
+    def build() -> dict:
+        read = lambda utterance: compute_features(frontend, utterance.path).to(torch.float16)
+        features, kept, skipped = read_each(
+            utterances, read, AudioReadError, "utterance", bad_samples, split, corrupt="corrupt audio"
+        )
+        return {"features": features, "kept": kept, "skipped": skipped}
+
+    replay = lambda cached: replay_skips(bad_samples, split, cached["skipped"], len(utterances), "utterance")
+    loaded = load_or_rebuild(path, load, build, save_atomic, on_cached=replay)
+    return loaded["features"], loaded["kept"]

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from attend.data.audio.number_words import number_words
 from attend.data.audio.record import SpeechDataError, Utterance, audio_duration, normalize_transcript
-from attend.data.cache import write_json_atomic
+from attend.data.cache import load_or_rebuild, write_json_atomic
 from attend.data.ding import DING_PATH, DingNotFoundError
 from attend.data.ding_format import parse_ding
 from attend.data.splitting import SPLITS
@@ -120,27 +120,19 @@ class EspeakSpeech:
         return self.cache_dir / "espeak_en" / key
 
     def splits(self) -> dict[str, list[Utterance]]:
-        """{"train", "val", "test"} -> utterances; synthesizes them first when the cache has no manifest."""
-        manifest = self.folder() / "manifest.json"
-        if not manifest.is_file():
-            self.generate()
-        with open(manifest, encoding="utf-8") as f:
-            entries = json.load(f)["splits"]
-        folder = manifest.parent
-        return {
-            split: [
-                Utterance(e["key"], str(folder / e["file"]), e["text"], e["duration"], e["speaker"])
-                for e in entries[split]
-            ]
-            for split in SPLITS
-        }
+        """{"train", "val", "test"} -> utterances; synthesizes them first when the cache has no manifest, or
+        one that is truncated or damaged (a warning names it)."""
+        path = self.folder() / "manifest.json"
+        manifest = load_or_rebuild(path, read_manifest, self.generate, lambda data, path: write_json_atomic(path, data))
+        return manifest_utterances(manifest, path.parent)
 
     def espeak_version(self) -> str:
         """The installed espeak-ng's version, e.g. "1.51"; EspeakNotInstalledError without it."""
         return espeak_version()
 
-    def generate(self) -> None:
-        """Synthesize every utterance with ``workers`` concurrent espeak-ng processes, then write the manifest."""
+    def generate(self) -> dict:
+        """Synthesize every utterance with ``workers`` concurrent espeak-ng processes; the manifest (``splits``
+        writes it, after every WAV file)."""
         version = espeak_version()
         _check_installed_variants([v for variants in self.variants.values() for v in variants])
         plan = self.plan()
@@ -161,8 +153,7 @@ class EspeakSpeech:
             ]
             for split in SPLITS
         }
-        manifest = {"settings": self.settings(), "espeak_version": version, "splits": splits}
-        write_json_atomic(folder / "manifest.json", manifest)
+        return {"settings": self.settings(), "espeak_version": version, "splits": splits}
 
     def plan(self) -> dict[str, list[Job]]:
         """The utterances to synthesize, all drawn from random.Random(seed): texts, then each one's voice."""
@@ -252,3 +243,22 @@ def _check_installed_variants(variants: list[str]) -> None:
             f"espeak-ng has no voice variant {unknown}: pick names from the File column of "
             "`espeak-ng --voices=variant` (without the leading '!v/')"
         )
+
+
+def manifest_utterances(manifest: dict, folder: Path) -> dict[str, list[Utterance]]:
+    """{"train", "val", "test"} -> utterances of a manifest whose WAV files are in ``folder``."""
+    return {
+        split: [
+            Utterance(e["key"], str(folder / e["file"]), e["text"], e["duration"], e["speaker"])
+            for e in manifest["splits"][split]
+        ]
+        for split in SPLITS
+    }
+
+
+def read_manifest(path: Path) -> dict:
+    """A cached manifest; a truncated or damaged one (JSON, UTF-8, a missing split or field) raises."""
+    with open(path, encoding="utf-8") as f:
+        manifest = json.load(f)
+    manifest_utterances(manifest, path.parent)  # every split and field there
+    return manifest

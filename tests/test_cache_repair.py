@@ -1,0 +1,263 @@
+"""A truncated or overwritten data-cache file is named in a warning and rebuilt, never a traceback: every kind
+Attend writes (Ding pairs JSON, SentencePiece model, caption pixels, speech features, espeak-ng manifest)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+from pathlib import Path
+
+import pytest
+import sentencepiece
+import torch
+
+from attend.data import (
+    CaptionDataModule,
+    CharTokenizer,
+    LogMelFrontEnd,
+    ParallelText,
+    SentencePieceTokenizer,
+    SpeechDataModule,
+    TranslationDataModule,
+    WordTokenizer,
+)
+from attend.data.audio import JsonlManifest
+from attend.data.cache import load_or_rebuild
+from attend.data.ding import DingPairs
+from attend.data.images import ShapeScenes
+from attend.data.sentencepiece import read_complete_model, top_level_fields
+from tests.test_data import MULTI30K
+from tests.test_data_sources import DING_SAMPLE
+from tests.test_speech_datamodule import TEXTS, write_manifest
+from tests.test_speech_sources import HAS_ESPEAK, tiny_espeak
+
+
+def truncate(path: Path, size: int | None = None) -> None:
+    """Cut ``path`` to ``size`` bytes (half by default), as an interrupted copy or a full disk leaves it."""
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2 if size is None else size])
+
+
+def overwrite_with_garbage(path: Path) -> None:
+    """Replace ``path`` by random bytes of the same length."""
+    path.write_bytes(random.Random(0).randbytes(path.stat().st_size))
+
+
+def warned_about(caplog: pytest.LogCaptureFixture, path: Path) -> bool:
+    """Whether a warning said that ``path`` is corrupt and is being rebuilt."""
+    return any(
+        record.levelno == logging.WARNING and str(path) in record.getMessage() and "rebuilding" in record.getMessage()
+        for record in caplog.records
+    )
+
+
+def only_file(folder: Path, pattern: str) -> Path:
+    (path,) = folder.glob(pattern)
+    return path
+
+
+# Ding pairs JSON ------------------------------------------------------------------------------
+def ding_datamodule(cache_dir: Path) -> TranslationDataModule:
+    source = DingPairs(path=DING_SAMPLE, n_val=3, n_test=4, seed=7, cache_dir=cache_dir)
+    dm = TranslationDataModule(source, WordTokenizer(), WordTokenizer(), cache_dir=cache_dir)
+    dm.prepare_data()
+    dm.setup("fit")
+    return dm
+
+
+def translation_data(dm: TranslationDataModule) -> list:
+    """Every split's token ids and texts."""
+    return [
+        ([d.src[i] for i in range(len(d))], [d.tgt[i] for i in range(len(d))], d.sources, d.references)
+        for d in (dm.train_dataset, dm.val_dataset, dm.test_dataset)
+    ]
+
+
+def cut_inside_a_character(path: Path) -> None:
+    """Cut ``path`` after the first byte of its first multi-byte UTF-8 character past the middle."""
+    data = path.read_bytes()
+    at = next(i for i in range(len(data) // 2, len(data)) if data[i] >= 0xC0)  # a UTF-8 lead byte
+    path.write_bytes(data[: at + 1])
+
+
+@pytest.mark.parametrize("damage", [truncate, cut_inside_a_character, overwrite_with_garbage])
+def test_ding_cache_is_rebuilt(damage, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    first = ding_datamodule(tmp_path)
+    path = only_file(tmp_path, "ding-*.json")
+    built = path.read_bytes()
+    damage(path)
+    with caplog.at_level(logging.WARNING, logger="attend.data"):
+        again = ding_datamodule(tmp_path)
+    assert warned_about(caplog, path)
+    assert translation_data(again) == translation_data(first)
+    assert path.read_bytes() == built and json.loads(path.read_text(encoding="utf-8"))["splits"]
+
+
+def test_ding_cache_cut_inside_a_character_was_a_unicode_error(tmp_path: Path) -> None:
+    """The issue's case: such a file does not even decode, so json.load alone raised UnicodeDecodeError."""
+    ding_datamodule(tmp_path)
+    path = only_file(tmp_path, "ding-*.json")
+    cut_inside_a_character(path)
+    with pytest.raises(UnicodeDecodeError):
+        path.read_text(encoding="utf-8")
+
+
+# SentencePiece model ---------------------------------------------------------------------------
+def spm_datamodule(cache_dir: Path) -> TranslationDataModule:
+    tokenizer = SentencePieceTokenizer(vocab_size=80, hard_vocab_limit=False, num_threads=1)
+    dm = TranslationDataModule(ParallelText(MULTI30K), tokenizer, WordTokenizer(), cache_dir=cache_dir)
+    dm.prepare_data()
+    dm.setup("fit")
+    return dm
+
+
+def field_boundary_near_half(proto: bytes) -> int:
+    """The end of the top-level protobuf field nearest the middle: a prefix that still parses."""
+    ends = [n for n in range(1, len(proto)) if _parses(proto[:n])]
+    return min(ends, key=lambda end: abs(end - len(proto) // 2))
+
+
+def _parses(prefix: bytes) -> bool:
+    try:
+        top_level_fields(prefix)
+    except ValueError:
+        return False
+    return True
+
+
+def test_sentencepiece_model_cut_between_pieces_is_retrained(tmp_path: Path, caplog) -> None:
+    """Cut at a field boundary, a model still loads in SentencePiece (with fewer pieces): the check must see it."""
+    first = spm_datamodule(tmp_path)
+    path = only_file(tmp_path, "spm-*.model")
+    built = path.read_bytes()
+    cut = field_boundary_near_half(built)
+    pieces = sentencepiece.SentencePieceProcessor(model_proto=built[:cut]).get_piece_size()
+    assert 0 < pieces < first.src_tokenizer.vocab_size
+    truncate(path, cut)
+    with caplog.at_level(logging.WARNING, logger="attend.data"):
+        again = spm_datamodule(tmp_path)
+    assert warned_about(caplog, path)
+    assert translation_data(again) == translation_data(first)
+    assert path.read_bytes() == built and read_complete_model(path) == built
+
+
+@pytest.mark.parametrize("damage", [truncate, overwrite_with_garbage])
+def test_sentencepiece_model_is_retrained(damage, tmp_path: Path, caplog) -> None:
+    first = spm_datamodule(tmp_path)
+    path = only_file(tmp_path, "spm-*.model")
+    built = path.read_bytes()
+    damage(path)
+    with caplog.at_level(logging.WARNING, logger="attend.data"):
+        again = spm_datamodule(tmp_path)
+    assert warned_about(caplog, path)
+    assert translation_data(again) == translation_data(first) and path.read_bytes() == built
+
+
+def test_every_prefix_of_a_sentencepiece_model_is_caught(tmp_path: Path) -> None:
+    dm = spm_datamodule(tmp_path)
+    proto = dm.src_tokenizer.model_proto
+    path = tmp_path / "cut.model"
+    for size in range(0, len(proto), 3):
+        path.write_bytes(proto[:size])
+        with pytest.raises((ValueError, RuntimeError)):
+            read_complete_model(path)
+
+
+# caption pixels --------------------------------------------------------------------------------
+def caption_datamodule(cache_dir: Path) -> CaptionDataModule:
+    source = ShapeScenes(n_train=12, n_val=3, n_test=2, image_size=32)
+    dm = CaptionDataModule(
+        source, WordTokenizer(lowercase=True), cache_dir=cache_dir, image_size=32, batch_size=4, augment=False
+    )
+    dm.prepare_data()
+    dm.setup("fit")
+    return dm
+
+
+@pytest.mark.parametrize("damage", [truncate, overwrite_with_garbage])
+def test_caption_pixel_cache_is_rebuilt(damage, tmp_path: Path, caplog) -> None:
+    first = caption_datamodule(tmp_path)
+    files = sorted((tmp_path / "images").glob("*.pt"))
+    assert len(files) == 3  # one per split
+    for path in files:
+        damage(path)
+    with caplog.at_level(logging.WARNING, logger="attend.data"):
+        again = caption_datamodule(tmp_path)
+    assert all(warned_about(caplog, path) for path in files)
+    for split in ("train", "val", "test"):
+        assert torch.equal(again.datasets[split].pixels, first.datasets[split].pixels)
+        assert again.datasets[split].keys == first.datasets[split].keys
+    assert all(torch.load(path, weights_only=True)["pixels"].dtype == torch.uint8 for path in files)  # whole again
+
+
+# speech features -------------------------------------------------------------------------------
+def speech_datamodule(tmp_path: Path) -> SpeechDataModule:
+    audio = tmp_path / "audio"
+    source = JsonlManifest(
+        train=write_manifest(audio, "train", [0.5, 0.8, 0.6, 0.7], TEXTS[:4]),
+        val=write_manifest(audio, "val", [0.6, 0.9], TEXTS[:2]),
+        test=write_manifest(audio, "test", [0.7, 0.5], TEXTS[2:4]),
+    )
+    dm = SpeechDataModule(
+        source, tokenizer=CharTokenizer(), frontend=LogMelFrontEnd(n_mels=40), spec_augment=None, batch_size=2,
+        cache_dir=str(tmp_path / "cache"),
+    )
+    dm.prepare_data()
+    dm.setup()
+    return dm
+
+
+@pytest.mark.parametrize("damage", [truncate, overwrite_with_garbage])
+def test_speech_feature_cache_is_rebuilt(damage, tmp_path: Path, caplog) -> None:
+    first = speech_datamodule(tmp_path)
+    files = sorted((tmp_path / "cache" / "speech_features").glob("*.pt"))
+    assert len(files) == 3
+    for path in files:
+        damage(path)
+    with caplog.at_level(logging.WARNING, logger="attend.data"):
+        again = speech_datamodule(tmp_path)
+    assert all(warned_about(caplog, path) for path in files)
+    for split in ("train", "val", "test"):
+        old, new = first.datasets[split].features, again.datasets[split].features
+        assert len(old) == len(new) and all(torch.equal(a, b) for a, b in zip(old, new, strict=True))
+    assert all(torch.load(path, weights_only=True)["features"] for path in files)  # whole again
+
+
+# espeak-ng manifest ----------------------------------------------------------------------------
+def drop_a_split(path: Path) -> None:
+    """A manifest that is valid JSON but misses an entry."""
+    manifest = json.loads(path.read_text(encoding="utf-8"))
+    del manifest["splits"]["val"]
+    path.write_text(json.dumps(manifest), encoding="utf-8")
+
+
+@pytest.mark.skipif(not HAS_ESPEAK, reason="espeak-ng is not installed")
+@pytest.mark.parametrize("damage", [truncate, drop_a_split])
+def test_espeak_manifest_is_rebuilt(damage, tmp_path: Path, caplog) -> None:
+    first = tiny_espeak(tmp_path).splits()
+    path = tiny_espeak(tmp_path).folder() / "manifest.json"
+    damage(path)
+    with caplog.at_level(logging.WARNING, logger="attend.data"):
+        again = tiny_espeak(tmp_path).splits()
+    assert warned_about(caplog, path)
+    assert again == first
+    assert set(json.loads(path.read_text(encoding="utf-8"))["splits"]) == {"train", "val", "test"}
+
+
+# the helper -----------------------------------------------------------------------------------
+def test_load_or_rebuild_rebuilds_an_old_format_quietly_and_lets_on_cached_errors_through(tmp_path, caplog) -> None:
+    path = tmp_path / "x.json"
+    path.write_text("{}", encoding="utf-8")
+    save = lambda data, p: p.write_text(json.dumps(data), encoding="utf-8")
+    with caplog.at_level(logging.WARNING, logger="attend.data"):
+        assert load_or_rebuild(path, lambda p: None, lambda: {"v": 1}, save) == {"v": 1}  # None: out of date
+    assert not caplog.records and json.loads(path.read_text()) == {"v": 1}
+    read = lambda p: json.loads(p.read_text())
+
+    def refuse(cached):
+        raise KeyError("not a corruption: it must propagate")
+
+    with pytest.raises(KeyError, match="propagate"):
+        load_or_rebuild(path, read, lambda: pytest.fail("no rebuild"), save, on_cached=refuse)
+    assert load_or_rebuild(None, read, lambda: 5, save) == 5  # no cache folder
