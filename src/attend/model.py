@@ -9,9 +9,10 @@ import lightning as L
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
-from torchmetrics import Metric
+from torchmetrics import MeanMetric, Metric
 
 from attend.attention import AttentionOutput
+from attend.init import initialize
 from attend.metrics import AttentionMetric
 from attend.reinforce import Reinforce, samples_attention
 from attend.search import SearchResult
@@ -19,6 +20,8 @@ from attend.search import SearchResult
 log = logging.getLogger(__name__)
 # checkpoint key of each tokenizer role, as the data modules' load_state_dict reads them
 TOKENIZER_STATE_KEYS = {"source": "src_tokenizer", "target": "tgt_tokenizer"}
+# what validation and test log of the objective: {stage}/{name}
+LOSS_NAMES = ("loss", "attention_penalty", "ctc", "reinforce")
 
 
 class NonFiniteLossError(RuntimeError):
@@ -44,7 +47,9 @@ class Seq2Seq(L.LightningModule):
     both without training data. Metrics are text metrics, ``update(hypotheses, references)``, or
     ``AttentionMetric``s that read the search's attention weights and the batch. With ``ctc_weight``
     lambda > 0 the objective is (1 - lambda) * attention loss + lambda * CTC loss of the encoder output.
-    ``compile_parts`` (e.g. ["encoder"]) are compiled with ``torch.compile(**compile_options)``.
+    ``init`` (xavier, pytorch) initialises the parameters (``attend.init.initialize``; a pretrained
+    backbone keeps its weights). ``compile_parts`` (e.g. ["encoder"]) are compiled with
+    ``torch.compile(**compile_options)``.
     A training step whose loss is NaN or inf is skipped (no backward, no update; counted in
     ``train/nonfinite_skipped``); ``max_nonfinite_steps`` in a row stop the run (0: no check, which
     saves a host synchronisation per step).
@@ -67,6 +72,7 @@ class Seq2Seq(L.LightningModule):
         compile_parts: Sequence[str] = (),
         compile_options: dict | None = None,
         max_nonfinite_steps: int = 5,
+        init: str = "xavier",
     ) -> None:
         super().__init__()
         self.encoder = encoder
@@ -89,6 +95,12 @@ class Seq2Seq(L.LightningModule):
         self.val_metrics = nn.ModuleDict({name: metric.clone() for name, metric in metrics.items()})
         self.test_metrics = nn.ModuleDict({name: metric.clone() for name, metric in metrics.items()})
         self.test_predictions: list[dict] = []
+        # val/test losses as example-weighted means whose float sums sync at epoch end (see log_loss)
+        self.eval_losses = nn.ModuleDict({
+            stage: nn.ModuleDict({name: MeanMetric(nan_strategy="disable") for name in LOSS_NAMES})
+            for stage in ("val", "test")
+        })
+        initialize(self, init)
         compile_in_place(self, compile_parts, compile_options or {})
         self.max_nonfinite_steps = max_nonfinite_steps
         self.nonfinite_steps = 0  # training steps skipped for a NaN or inf loss, in all
@@ -171,10 +183,10 @@ class Seq2Seq(L.LightningModule):
         batch_size = batch["tgt"].size(0)
         # the REINFORCE term is a surrogate (its gradient is the estimate; its value is no loss): not in the log
         logged = self.objective({name: value for name, value in losses.items() if name != "reinforce"})
-        self.log(f"{stage}/loss", logged, prog_bar=True, batch_size=batch_size, sync_dist=stage != "train")
+        self.log_loss(stage, "loss", logged, batch_size, prog_bar=True)
         for name, value in losses.items():
             if name != "cross_entropy":
-                self.log(f"{stage}/{name}", value, batch_size=batch_size, sync_dist=stage != "train")
+                self.log_loss(stage, name, value, batch_size)
         if stage == "train":
             return loss
         search = self.val_search if stage == "val" else self.test_search
@@ -193,6 +205,18 @@ class Seq2Seq(L.LightningModule):
                     {"id": index, "source": source, "reference": reference, "hypothesis": hypothesis}
                 )
         return loss
+
+    def log_loss(self, stage: str, name: str, value: Tensor, batch_size: int, prog_bar: bool = False) -> None:
+        """Training: this rank's running mean. Validation and test: the mean over every example (each once, the
+        sampler repeats none) from torchmetrics' float sums, synced at epoch end. Not Lightning's own mean of a
+        logged tensor: under DDP it averages the integer example count across ranks with integer division (21
+        examples on 2 ranks count as 20, and the loss comes out 5% high)."""
+        if stage == "train":
+            self.log(f"{stage}/{name}", value, prog_bar=prog_bar, batch_size=batch_size)
+            return
+        mean = self.eval_losses[stage][name]
+        mean.update(value.detach().float(), batch_size)
+        self.log(f"{stage}/{name}", mean, prog_bar=prog_bar, batch_size=batch_size)
 
     def training_step(self, batch: dict, batch_idx: int) -> Tensor | None:
         loss = self._shared_step(batch, "train")
@@ -237,7 +261,7 @@ class Seq2Seq(L.LightningModule):
             return
         shares = [None] * self.trainer.world_size
         torch.distributed.all_gather_object(shares, self.test_predictions)
-        # ranks pad their share by repeating batches, so an example can come twice
+        # evaluation shards are disjoint (a split with fewer examples than ranks repeats some): keep one per id
         by_id = {prediction["id"]: prediction for share in shares for prediction in share}
         self.test_predictions = list(by_id.values())
 

@@ -83,6 +83,7 @@ class ResNetEncoder(nn.Module):
         if weights:
             load_resnet_weights(net, depth, str(weights))
         self.body = nn.Sequential(*list(net.children())[:-2])  # up to layer4: (B, C, H/32, W/32)
+        self.body.pretrained = bool(weights)  # model.init leaves loaded weights alone
         self.freeze = freeze
         if freeze:
             self.body.requires_grad_(False)

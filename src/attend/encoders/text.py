@@ -25,7 +25,8 @@ class TextEncoder(nn.Module):
     """Embedding and a (bi)directional RNN (Bahdanau et al. 2015, sec. 3.2).
 
     ``reverse_source`` feeds the tokens backwards (Sutskever et al. 2014) and flips the outputs
-    back, so memory position j still belongs to source token j (plots stay readable).
+    back, so memory position j still belongs to source token j (plots stay readable). ``dropout`` applies
+    to the embeddings and, with ``output_dropout``, to the memory the decoder attends over.
     """
 
     modality = "text"
@@ -41,6 +42,7 @@ class TextEncoder(nn.Module):
         bidirectional: bool = True,
         dropout: float = 0.1,
         reverse_source: bool = False,
+        output_dropout: bool = True,
     ) -> None:
         super().__init__()
         if rnn_type not in RNN_TYPES:
@@ -56,6 +58,7 @@ class TextEncoder(nn.Module):
             dropout=dropout if num_layers > 1 else 0.0,
         )
         self.reverse_source = reverse_source
+        self.output_dropout = output_dropout
         self.output_dim = hidden_size * (2 if bidirectional else 1)
 
     def forward(self, src: Tensor, src_lengths: Tensor) -> Memory:
@@ -72,4 +75,6 @@ class TextEncoder(nn.Module):
         directions = 2 if self.rnn.bidirectional else 1
         final = hidden[-directions:].transpose(0, 1).reshape(src.size(0), -1)  # (B, D): top layer
         mask = length_mask(src_lengths, src.size(1))
-        return Memory(values=self.dropout(values), mask=mask, final=final)
+        if self.output_dropout:
+            values = self.dropout(values)
+        return Memory(values=values, mask=mask, final=final)
