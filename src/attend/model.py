@@ -47,8 +47,9 @@ class Seq2Seq(L.LightningModule):
     both without training data. Metrics are text metrics, ``update(hypotheses, references)``, or
     ``AttentionMetric``s that read the search's attention weights and the batch. With ``ctc_weight``
     lambda > 0 the objective is (1 - lambda) * attention loss + lambda * CTC loss of the encoder output.
-    ``init`` (xavier, pytorch) initialises the parameters (``attend.init.initialize``; a pretrained
-    backbone keeps its weights). ``compile_parts`` (e.g. ["encoder"]) are compiled with
+    ``loss_normalization`` (tokens, sentences) divides the summed cross-entropy by the batch's target
+    tokens or by its sentences. ``init`` (xavier, pytorch) initialises the parameters
+    (``attend.init.initialize``; a pretrained backbone keeps its weights). ``compile_parts`` (e.g. ["encoder"]) are compiled with
     ``torch.compile(**compile_options)``.
     A training step whose loss is NaN or inf is skipped (no backward, no update; counted in
     ``train/nonfinite_skipped``); ``max_nonfinite_steps`` in a row stop the run (0: no check, which
@@ -73,6 +74,7 @@ class Seq2Seq(L.LightningModule):
         compile_options: dict | None = None,
         max_nonfinite_steps: int = 5,
         init: str = "xavier",
+        loss_normalization: str = "tokens",
     ) -> None:
         super().__init__()
         self.encoder = encoder
@@ -84,6 +86,9 @@ class Seq2Seq(L.LightningModule):
         self.val_search = val_search
         self.test_search = test_search
         self.label_smoothing = label_smoothing
+        if loss_normalization not in ("tokens", "sentences"):
+            raise ValueError(f"model.loss_normalization must be tokens or sentences, got {loss_normalization!r}")
+        self.loss_normalization = loss_normalization
         if not 0.0 <= ctc_weight <= 1.0:
             raise ValueError(f"model.ctc_weight is a mixing weight in [0, 1], got {ctc_weight}")
         self.ctc_weight = ctc_weight
@@ -118,12 +123,18 @@ class Seq2Seq(L.LightningModule):
         return self.decoder(batch["tgt"][:, :-1], self.encode(batch))
 
     def loss(self, logits: Tensor, tgt_out: Tensor) -> Tensor:
-        return F.cross_entropy(
+        """Label-smoothed cross-entropy: the mean over target tokens, or with ``loss_normalization=sentences``
+        the sum over a sentence's tokens averaged over the batch (JoeyNMT's ``normalization: batch``)."""
+        total = F.cross_entropy(
             logits.float().flatten(0, 1),
             tgt_out.flatten(),
             ignore_index=self.target_tokenizer.pad_id,
             label_smoothing=self.label_smoothing,
+            reduction="sum",
         )
+        if self.loss_normalization == "sentences":
+            return total / tgt_out.size(0)
+        return total / (tgt_out != self.target_tokenizer.pad_id).sum().clamp(min=1)
 
     @torch.no_grad()
     def generate(self, batch: dict, search: Callable) -> tuple[list[str], SearchResult]:
