@@ -49,8 +49,8 @@ class Seq2Seq(L.LightningModule):
     lambda > 0 the objective is (1 - lambda) * attention loss + lambda * CTC loss of the encoder output.
     ``loss_normalization`` (tokens, sentences) divides the summed cross-entropy by the batch's target
     tokens or by its sentences. ``init`` (xavier, pytorch) initialises the parameters
-    (``attend.init.initialize``; a pretrained backbone keeps its weights). ``compile_parts`` (e.g. ["encoder"]) are compiled with
-    ``torch.compile(**compile_options)``.
+    (``attend.init.initialize``; a pretrained backbone keeps its weights). ``compile_parts``
+    (e.g. ["encoder"]) are compiled with ``torch.compile(**compile_options)``.
     A training step whose loss is NaN or inf is skipped (no backward, no update; counted in
     ``train/nonfinite_skipped``); ``max_nonfinite_steps`` in a row stop the run (0: no check, which
     saves a host synchronisation per step).
