@@ -286,6 +286,21 @@ class Seq2Seq(L.LightningModule):
         )
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
 
+    def configure_gradient_clipping(
+        self, optimizer: torch.optim.Optimizer, gradient_clip_val=None, gradient_clip_algorithm=None
+    ) -> None:
+        """Clip as ``trainer.gradient_clip_val`` says. Without a loss scaler (fp32, bf16-mixed) the gradients
+        are the true ones, so clip them directly: Lightning's mixed-precision plugin refuses to clip for a fused
+        optimizer (it assumes the optimizer unscales them itself, which only fp16's scaler needs)."""
+        if not gradient_clip_val:
+            return
+        if getattr(self.trainer.precision_plugin, "scaler", None) is not None:  # fp16: Lightning unscales first
+            self.clip_gradients(optimizer, gradient_clip_val, gradient_clip_algorithm)
+        elif gradient_clip_algorithm == "value":
+            nn.utils.clip_grad_value_(self.parameters(), gradient_clip_val)
+        else:
+            nn.utils.clip_grad_norm_(self.parameters(), gradient_clip_val)
+
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         checkpoint["attend"] = {
             "config": self.run_config,
