@@ -72,9 +72,9 @@ def check_modality(cfg: DictConfig) -> None:
     if data and encoder and data != encoder:
         raise ConfigError(
             f"encoder {cfg.encoder._target_} reads {encoder} but the data ({cfg.data._target_}) gives {data}: "
-            f"choose an {data} encoder (text: encoder=rnn; image: encoder=cnn or encoder=resnet; audio: "
-            f"encoder=audio), or the task that goes with this data (task=mt for text, task=caption for "
-            f"images, task=asr for audio)"
+            f"choose an {data} encoder (text: encoder=rnn; image: encoder=cnn, encoder=resnet or "
+            f"encoder=efficientnet; audio: encoder=audio), or the task that goes with this data (task=mt for "
+            f"text, task=caption for images, task=asr for audio)"
         )
 
 
