@@ -17,6 +17,7 @@ from tests.test_entry_points import pngs, run
 SMALL_SHAPES = [
     "task=caption",
     "data=shapes",
+    "encoder=cnn",  # the small CNN from scratch (the task's default is a pretrained EfficientNet at 224 px)
     "data.source.n_train=256",
     "data.source.n_val=16",
     "data.source.n_test=16",

@@ -52,7 +52,7 @@ def test_seq2seq_overfits_a_batch_of_dates(tmp_path):
 def test_captioner_overfits_a_few_shapes_images(tmp_path):
     cfg, model, batch, _ = overfit_one_batch(
         [
-            "task=caption", "data=shapes", "data.source.n_train=64", "data.source.n_val=8",
+            "task=caption", "data=shapes", "encoder=cnn", "data.source.n_train=64", "data.source.n_val=8",
             "data.source.n_test=8", "encoder.dropout=0.0", "decoder.dropout=0.0",
         ],
         tmp_path,
