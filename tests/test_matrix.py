@@ -30,8 +30,8 @@ TASK_OVERRIDES = {
         "encoder.embedding_dim=16", "encoder.hidden_size=32",
     ],
     "caption": [
-        "task=caption", "data=shapes", "encoder=cnn", "data.source.n_train=64", "data.source.n_val=8", "data.source.n_test=8",
-        "data.eval_batch_size=8", "encoder.channels=[8,16,16]", "encoder.output_dim=64",
+        "task=caption", "data=shapes", "encoder=cnn", "data.source.n_train=64", "data.source.n_val=8",
+        "data.source.n_test=8", "data.eval_batch_size=8", "encoder.channels=[8,16,16]", "encoder.output_dim=64",
     ],
     "asr": [
         "task=asr", "data.source.num_train=32", "data.source.num_val=4", "data.source.num_test=4",
