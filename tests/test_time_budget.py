@@ -18,13 +18,14 @@ STEP_SECONDS = 0.06
 class SlowRegression(L.LightningModule):
     """A linear model whose steps take a known time, with Attend's warm-up + cosine schedule."""
 
-    def __init__(self) -> None:
+    def __init__(self, first_epoch_slowdown: float = 1.0) -> None:
         super().__init__()
         self.layer = nn.Linear(2, 1)
         self.rates: list[float] = []
+        self.first_epoch_slowdown = first_epoch_slowdown
 
     def training_step(self, batch, batch_idx):
-        time.sleep(STEP_SECONDS)
+        time.sleep(STEP_SECONDS * (self.first_epoch_slowdown if self.current_epoch == 0 else 1.0))
         self.rates.append(self.trainer.optimizers[0].param_groups[0]["lr"])
         x, y = batch
         return nn.functional.mse_loss(self.layer(x), y)
@@ -36,9 +37,21 @@ class SlowRegression(L.LightningModule):
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
 
 
-def fit(max_time, max_epochs=1000):
+class RecordingBudget(FitScheduleToTime):
+    """Keeps each epoch's count."""
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.counts: list[int | None] = []
+
+    def on_train_epoch_end(self, trainer, pl_module) -> None:
+        super().on_train_epoch_end(trainer, pl_module)
+        self.counts.append(self.fitted_epochs)
+
+
+def fit(max_time, max_epochs=1000, first_epoch_slowdown=1.0):
     data = DataLoader(TensorDataset(torch.randn(BATCHES * 4, 2), torch.randn(BATCHES * 4, 1)), batch_size=4)
-    model, budget = SlowRegression(), FitScheduleToTime(margin=0.1)
+    model, budget = SlowRegression(first_epoch_slowdown), RecordingBudget(margin=0.1)
     trainer = L.Trainer(
         max_epochs=max_epochs, max_time=max_time, callbacks=[budget], logger=False, enable_checkpointing=False,
         enable_progress_bar=False, enable_model_summary=False, accelerator="cpu",
@@ -58,6 +71,13 @@ def test_epochs_and_schedule_fit_the_time_budget():
     # the cosine reaches its end at the last step instead of being cut off near the peak rate
     assert model.rates[-1] < 0.1 * 0.05
     assert max(model.rates) == pytest.approx(0.1, rel=0.02)
+
+
+def test_a_slow_first_epoch_is_made_up_for_by_later_counts():
+    """The first epoch's pace would fit few epochs; the count grows as the faster epochs come in."""
+    trainer, model, budget = fit({"seconds": 3}, first_epoch_slowdown=4.0)
+    assert budget.counts[0] < budget.counts[-1] == budget.fitted_epochs == trainer.current_epoch
+    assert model.rates[-1] < 0.1 * 0.05  # the schedule still ends with training
 
 
 def test_without_max_time_nothing_changes():

@@ -14,15 +14,18 @@ log = logging.getLogger(__name__)
 
 
 class FitScheduleToTime(L.Callback):
-    """With ``trainer.max_time`` set: after the first epoch (training and validation), count how many whole
-    epochs fit in the time left, make that the last epoch and the schedule's horizon.
+    """With ``trainer.max_time`` set: at the end of every epoch (training and validation), count how many
+    whole epochs fit in the time left at the pace of the epoch just ended, and make the last of them the
+    last epoch and the end of the learning-rate schedule.
 
     So a run uses the minutes it is given: a faster machine trains more epochs and a slower one fewer, and
     either way the schedule (warm-up + cosine) ends where training ends, with a validation of the annealed
-    model, instead of being cut off mid-decay. ``margin`` keeps that share of the budget spare, so the last
-    epoch ends before the hard stop. ``trainer.max_epochs`` stays an upper bound. Without ``max_time``
-    nothing changes (the schedule runs over ``max_epochs``, and a run is deterministic for its seed).
-    The chosen epoch count travels in checkpoints, so a resumed run keeps it.
+    model, instead of being cut off mid-decay. The count is revised after each epoch because the first one
+    is slow (its validation decodes an untrained model's long outputs), so it mostly grows by an epoch or
+    two early on, which moves the cosine by a few percent. ``margin`` keeps that share of the budget spare,
+    so the last epoch ends before the hard stop. ``trainer.max_epochs`` stays an upper bound. Without
+    ``max_time`` nothing changes (the schedule runs over ``max_epochs``, and a run is deterministic for its
+    seed). The count travels in checkpoints, so a resumed run keeps it.
     """
 
     def __init__(self, margin: float = 0.03) -> None:
@@ -30,21 +33,29 @@ class FitScheduleToTime(L.Callback):
             raise ValueError(f"callbacks.time_budget.margin must be in [0, 1), got {margin}")
         self.margin = margin
         self.fitted_epochs: int | None = None
+        self._last_elapsed = 0.0  # the timer's reading at the end of the previous epoch
+        self._max_epochs: int | None = None  # trainer.max_epochs as configured, before any fitting
 
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        timer = _timer(trainer)
+        self._last_elapsed = timer.time_elapsed() if timer is not None else 0.0
+        self._max_epochs = trainer.max_epochs
         if self.fitted_epochs is not None:  # resumed: the horizon came back with the scheduler's state
             trainer.fit_loop.max_epochs = self.fitted_epochs
 
     def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        timer = next((c for c in trainer.callbacks if isinstance(c, Timer)), None)
-        if self.fitted_epochs is not None or timer is None or timer.time_remaining() is None:
+        timer = _timer(trainer)
+        if timer is None or timer.time_remaining() is None:
             return
+        elapsed = timer.time_elapsed()
+        per_epoch, self._last_elapsed = elapsed - self._last_elapsed, elapsed
         epochs_done = trainer.current_epoch + 1
-        per_epoch = timer.time_elapsed() / epochs_done
-        spare = timer.time_remaining() - self.margin * (timer.time_remaining() + timer.time_elapsed())
-        epochs = epochs_done + max(0, math.floor(spare / per_epoch))
-        if trainer.max_epochs is not None and trainer.max_epochs > 0:
-            epochs = min(epochs, trainer.max_epochs)
+        spare = timer.time_remaining() - self.margin * (timer.time_remaining() + elapsed)
+        epochs = epochs_done + max(0, math.floor(spare / max(per_epoch, 1e-6)))
+        if self._max_epochs is not None and self._max_epochs > 0:
+            epochs = min(epochs, self._max_epochs)
+        if epochs == self.fitted_epochs:
+            return
         self.fit(trainer, epochs)
         log.info(
             "time budget: %.0f s an epoch, %d epochs fit in trainer.max_time; the schedule now ends at step %d",
@@ -69,3 +80,8 @@ class FitScheduleToTime(L.Callback):
 
     def load_state_dict(self, state_dict: dict) -> None:
         self.fitted_epochs = state_dict.get("fitted_epochs")
+
+
+def _timer(trainer: L.Trainer) -> Timer | None:
+    """Lightning's Timer callback, there when ``trainer.max_time`` is set."""
+    return next((c for c in trainer.callbacks if isinstance(c, Timer)), None)
