@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import json
 import re
 import subprocess
@@ -94,3 +95,23 @@ def test_compare_runs_says_what_is_missing(tmp_path):
     )
     assert result.returncode != 0 and "0/summary.json is not a summary" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_epoch_ablation_stops_each_variant_after_the_epochs_asked_for(tmp_path):
+    """Two variants of a tiny dates model, each stopped after its second validation of a 50-epoch schedule."""
+    kept = [o for o in TINY_DATES if not o.startswith(("trainer.max_epochs", "trainer.limit_train_batches"))]
+    common = " ".join(kept) + " trainer.max_epochs=50 trainer.limit_train_batches=30"
+    result = run(
+        "scripts/epoch_ablation.py", "--epochs", "2", "--parallel", "2", "--metric", "val/exact",
+        "--common", common, "--out", str(tmp_path), "glorot=", "pytorch=model.init=pytorch",
+    )
+    rows = [line for line in result.stdout.splitlines() if line.startswith(("| glorot", "| pytorch"))]
+    assert len(rows) == 2, result.stdout
+    for row in rows:
+        after_each_epoch, loss = row.split("|")[2:4]
+        assert len(after_each_epoch.split(" / ")) == 2 and float(loss) > 0
+    for name in ("glorot", "pytorch"):  # stopped long before the 50 epochs
+        with (tmp_path / name / "csv" / "metrics.csv").open(newline="") as f:
+            validated = [row for row in csv.DictReader(f) if row.get("val/exact")]
+        assert 2 <= len(validated) < 10
+        assert not (tmp_path / name / "test_metrics.json").exists()
