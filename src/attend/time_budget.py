@@ -25,7 +25,9 @@ class FitScheduleToTime(L.Callback):
     two early on, which moves the cosine by a few percent. ``margin`` keeps that share of the budget spare,
     so the last epoch ends before the hard stop. ``trainer.max_epochs`` stays an upper bound. Without
     ``max_time`` nothing changes (the schedule runs over ``max_epochs``, and a run is deterministic for its
-    seed). The count travels in checkpoints, so a resumed run keeps it.
+    seed). A resumed run counts again at the end of its first epoch (Lightning's timer and the schedule's
+    horizon come back from the checkpoint), so a larger ``max_epochs`` or ``max_time`` given on resuming
+    takes effect.
     """
 
     def __init__(self, margin: float = 0.03) -> None:
@@ -40,8 +42,6 @@ class FitScheduleToTime(L.Callback):
         timer = _timer(trainer)
         self._last_elapsed = timer.time_elapsed() if timer is not None else 0.0
         self._max_epochs = trainer.max_epochs
-        if self.fitted_epochs is not None:  # resumed: the horizon came back with the scheduler's state
-            trainer.fit_loop.max_epochs = self.fitted_epochs
 
     def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         timer = _timer(trainer)
@@ -54,13 +54,13 @@ class FitScheduleToTime(L.Callback):
         epochs = epochs_done + max(0, math.floor(spare / max(per_epoch, 1e-6)))
         if self._max_epochs is not None and self._max_epochs > 0:
             epochs = min(epochs, self._max_epochs)
-        if epochs == self.fitted_epochs:
-            return
+        changed = epochs != self.fitted_epochs
         self.fit(trainer, epochs)
-        log.info(
-            "time budget: %.0f s an epoch, %d epochs fit in trainer.max_time; the schedule now ends at step %d",
-            per_epoch, epochs, self.horizon(trainer, epochs),
-        )
+        if changed:
+            log.info(
+                "time budget: %.0f s an epoch, %d epochs fit in trainer.max_time; the schedule now ends at step %d",
+                per_epoch, epochs, self.horizon(trainer, epochs),
+            )
 
     def fit(self, trainer: L.Trainer, epochs: int) -> None:
         """Make ``epochs`` the last epoch and the end of every Attend schedule."""
