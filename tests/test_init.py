@@ -50,3 +50,14 @@ def test_pytorch_defaults_are_left_alone_and_unknown_schemes_refused():
         torch.testing.assert_close(value, before[key])
     with pytest.raises(ValueError, match="model.init must be one of"):
         initialize(model, "orthogonal")
+
+
+def test_an_unknown_scheme_stops_at_start_up_by_name():
+    """model.init and model.loss_normalization are named choices: checked with the config, before any data."""
+    from attend.builder import ConfigError, check_config
+    from tests.test_config import compose_train, resolve_paths
+
+    for override, expected in (("model.init=orthogonal", "model.init must be one of xavier, pytorch"),
+                               ("model.loss_normalization=words", "model.loss_normalization must be one of tokens")):
+        with pytest.raises(ConfigError, match=expected):
+            check_config(resolve_paths(compose_train(["experiment=dates", override])))

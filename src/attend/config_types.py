@@ -6,7 +6,7 @@ from __future__ import annotations
 import importlib
 import types
 import typing
-from typing import Any, Union
+from typing import Any, Literal, Union
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
@@ -40,6 +40,12 @@ def node_errors(node: DictConfig, key: str) -> list[str]:
         if name not in hints or isinstance(child, ListConfig) or OmegaConf.is_interpolation(node, name):
             continue  # interpolations are checked once resolved, where they point
         value = child._value()
+        if typing.get_origin(hints[name]) is Literal:  # one of named choices, e.g. model.init
+            choices = typing.get_args(hints[name])
+            if value not in choices:
+                listed = ", ".join(map(str, choices))
+                errors.append(f"{key}.{name} must be one of {listed}, not {value!r}: set {key}.{name}=<{listed}>")
+            continue
         expected = allowed_types(hints[name])
         if expected is not None and not isinstance(value, expected):
             names = type_names(expected)

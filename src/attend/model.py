@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
+from typing import Literal
 
 import lightning as L
 import torch
@@ -73,8 +74,8 @@ class Seq2Seq(L.LightningModule):
         compile_parts: Sequence[str] = (),
         compile_options: dict | None = None,
         max_nonfinite_steps: int = 5,
-        init: str = "xavier",
-        loss_normalization: str = "tokens",
+        init: Literal["xavier", "pytorch"] = "xavier",
+        loss_normalization: Literal["tokens", "sentences"] = "tokens",
     ) -> None:
         super().__init__()
         self.encoder = encoder
