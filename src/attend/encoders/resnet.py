@@ -8,7 +8,7 @@ import torch
 import torchvision
 from torch import Tensor, nn
 
-from attend.encoders.image_cnn import coordinate_channels, grid_memory
+from attend.encoders.pretrained_grid import PretrainedGrid
 from attend.memory import Memory
 
 DEPTHS = {18: 512, 34: 512, 50: 2048, 101: 2048}  # depth -> channels of the last stage
@@ -56,7 +56,7 @@ def load_resnet_weights(net: nn.Module, depth: int, weights: str) -> None:
         )
 
 
-class ResNetEncoder(nn.Module):
+class ResNetEncoder(PretrainedGrid):
     """He et al. 2016, ResNet-18/34/50/101 without its average pool and classifier.
 
     224x224 images give a 7x7 grid (stride 32). ``weights``: null (random), a local checkpoint
@@ -84,26 +84,8 @@ class ResNetEncoder(nn.Module):
             load_resnet_weights(net, depth, str(weights))
         self.body = nn.Sequential(*list(net.children())[:-2])  # up to layer4: (B, C, H/32, W/32)
         self.body.pretrained = bool(weights)  # model.init leaves loaded weights alone
-        self.freeze = freeze
-        if freeze:
-            self.body.requires_grad_(False)
-        self.coordinates = coordinates
-        channels = DEPTHS[depth] + (2 if coordinates else 0)
-        self.project = nn.Conv2d(channels, output_dim, 1) if output_dim else None
-        self.output_dim = output_dim or channels
-        self.dropout = nn.Dropout(dropout)
-
-    def train(self, mode: bool = True) -> ResNetEncoder:
-        super().train(mode)
-        if self.freeze:
-            self.body.eval()  # frozen batch-norm statistics stay as loaded
-        return self
+        self.head(DEPTHS[depth], freeze, output_dim, coordinates, dropout)
 
     def forward(self, images: Tensor, lengths: Tensor | None = None) -> Memory:
         """images (B, 3, H, W), ImageNet-normalised -> Memory over the (H/32) x (W/32) cells."""
-        features = self.body(images)  # (B, C, h, w)
-        if self.coordinates:
-            features = torch.cat([features, coordinate_channels(features)], dim=1)
-        if self.project is not None:
-            features = torch.relu(self.project(features))  # (B, D, h, w)
-        return grid_memory(features, self.dropout)
+        return self.cells(self.body(images))  # (B, C, h, w) -> cells
