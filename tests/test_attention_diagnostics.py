@@ -14,8 +14,8 @@ from babel.dates import format_date
 from torchmetrics.utilities.data import dim_zero_sum
 
 from attend.data import CharTokenizer, DatePairs, ParallelText, TranslationDataModule, WordTokenizer
-from attend.data.date_alignment import date_pieces, iso_alignment, normalized_positions
-from attend.data.dates import DEFAULT_FORMATS, DEFAULT_LOCALES, WrittenDate
+from attend.data.text.date_alignment import date_pieces, iso_alignment, normalized_positions
+from attend.data.text.dates import DEFAULT_FORMATS, DEFAULT_LOCALES, WrittenDate
 from attend.metrics import AlignmentError, AttentionEntropy, CoverageDeficit
 from attend.search import SearchResult
 

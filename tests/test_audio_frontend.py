@@ -3,7 +3,7 @@ import math
 import pytest
 import torch
 
-from attend.data.speech_features import LogMelFrontEnd, SpecAugment
+from attend.data.audio.features import LogMelFrontEnd, SpecAugment
 
 
 def noise(seconds: float = 1.0, seed: int = 0) -> torch.Tensor:

@@ -24,9 +24,9 @@ from attend.data import (
 )
 from attend.data.audio import JsonlManifest
 from attend.data.cache import load_or_rebuild
-from attend.data.ding import DingPairs
 from attend.data.images import ShapeScenes
-from attend.data.sentencepiece import read_complete_model, top_level_fields
+from attend.data.text.ding import DingPairs
+from attend.data.tokenizers.sentencepiece import read_complete_model, top_level_fields
 from tests.test_data import MULTI30K
 from tests.test_data_sources import DING_SAMPLE
 from tests.test_speech_datamodule import TEXTS, write_manifest

@@ -12,8 +12,8 @@ from matplotlib.figure import Figure
 from PIL import Image
 
 from attend.data import CaptionDataModule, WordTokenizer
-from attend.data.caption_images import denormalize, image_transform, square_resize, to_uint8_tensor
 from attend.data.images import Flickr8k, ImageCaption, ImageReadError, KarpathyJSON, ShapeScenes, read_rgb
+from attend.data.images.pixels import denormalize, image_transform, square_resize, to_uint8_tensor
 from attend.plots import close_figure, image_attention
 from tests.conftest import ROOT
 

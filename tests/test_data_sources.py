@@ -11,8 +11,8 @@ import pytest
 
 from attend.data import DatePairs, DingNotFoundError, DingPairs, ParallelText, ParallelTextError
 from attend.data.bad_samples import BadSamples, DataError
-from attend.data.ding import DING_PATH
-from attend.data.ding_format import clean, parse_ding
+from attend.data.text.ding import DING_PATH
+from attend.data.text.ding_format import clean, parse_ding
 
 FIXTURES = Path(__file__).parent / "fixtures"
 DING_SAMPLE = FIXTURES / "ding_sample.txt"

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from attend.data import CharTokenizer, SentencePieceTokenizer, WordTokenizer, tokenizer_from_state
-from attend.data.parallel_text import read_lines
+from attend.data.text.parallel_text import read_lines
 
 FIXTURES = Path(__file__).parent / "fixtures"
 TRAIN_EN = read_lines(FIXTURES / "multi30k" / "train.en")

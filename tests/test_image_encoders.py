@@ -11,7 +11,7 @@ import pytest
 import torch
 import torchvision
 
-from attend.data.caption_images import IMAGENET_MEAN, IMAGENET_STD, square_resize, to_uint8_tensor
+from attend.data.images.pixels import IMAGENET_MEAN, IMAGENET_STD, square_resize, to_uint8_tensor
 from attend.encoders import CNNEncoder, EfficientNetEncoder, ResNetEncoder, WeightsError
 from attend.encoders import efficientnet as efficientnet_module
 from attend.encoders.efficientnet_lite import SameConv, efficientnet_lite0, packaged_weights, rename_key

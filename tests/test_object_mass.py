@@ -12,8 +12,8 @@ from PIL import Image
 
 from attend.data import CaptionDataModule, WordTokenizer
 from attend.data.cache import cache_file, save_atomic
-from attend.data.caption_images import load_pixels, square_resize, square_resize_mask, to_uint8_tensor
 from attend.data.images import ImageCaption, TuxPaintStamps
+from attend.data.images.pixels import load_pixels, square_resize, square_resize_mask, to_uint8_tensor
 from attend.data.images.record import read_alpha, read_rgb
 from attend.data.images.tuxpaint import TUXPAINT_STAMPS
 from attend.metrics import ObjectArea, ObjectMass, cell_coverage

@@ -97,7 +97,7 @@ def test_features_are_cached_and_reused(manifest, tmp_path, monkeypatch):
     def fail(*args, **kwargs):
         raise AssertionError("audio read again despite the cache")
 
-    monkeypatch.setattr("attend.data.speech_dataset.read_audio", fail)
+    monkeypatch.setattr("attend.data.audio.dataset.read_audio", fail)
     assert len(make_datamodule(manifest, tmp_path).datasets["test"]) == 3
 
 
@@ -144,7 +144,7 @@ def test_tokenizer_travels_in_the_state_dict(manifest, tmp_path):
 
 
 def test_audio_shorter_than_a_window_is_a_read_error(tmp_path):
-    from attend.data.speech_dataset import compute_features
+    from attend.data.audio.dataset import compute_features
 
     path = tmp_path / "click.wav"
     sf.write(path, np.zeros(100, dtype=np.float32), 16000)

@@ -12,7 +12,7 @@ from omegaconf import DictConfig
 
 from attend.builder import build_datamodule, check_config
 from attend.data.bucketing import BucketBatchSampler
-from attend.data.dataset import TranslationDataset
+from attend.data.text.dataset import TranslationDataset
 
 ROOT = Path(__file__).resolve().parents[3]
 # the fixed benchmark model on the default Ding German->English data: 8k SentencePiece units each side,

@@ -1,19 +1,19 @@
-"""Data: tokenizers, text pair sources, image-caption sources (attend.data.images), speech sources
-(attend.data.audio), the audio front end, bucketing, datamodules."""
+"""Data, by modality: text (translation, dates), images (captions), audio (speech); tokenizers apart;
+the memory-mapped example store, bucketing and bad-sample policy that all three share."""
 
+from attend.data.audio.datamodule import SpeechDataModule
+from attend.data.audio.features import LogMelFrontEnd, SpecAugment
 from attend.data.bucketing import BucketBatchSampler
-from attend.data.caption_datamodule import CaptionDataModule
-from attend.data.char import CharTokenizer
-from attend.data.datamodule import TranslationDataModule
-from attend.data.dataset import TranslationCollate, TranslationDataset
-from attend.data.dates import DatePairs
-from attend.data.ding import DingNotFoundError, DingPairs
-from attend.data.parallel_text import ParallelText, ParallelTextError
-from attend.data.sentencepiece import SentencePieceTokenizer
-from attend.data.speech_datamodule import SpeechDataModule
-from attend.data.speech_features import LogMelFrontEnd, SpecAugment
-from attend.data.tokenizer import Tokenizer, tokenizer_from_state
-from attend.data.word import WordTokenizer
+from attend.data.images.datamodule import CaptionDataModule
+from attend.data.text.datamodule import TranslationDataModule
+from attend.data.text.dataset import TranslationCollate, TranslationDataset
+from attend.data.text.dates import DatePairs
+from attend.data.text.ding import DingNotFoundError, DingPairs
+from attend.data.text.parallel_text import ParallelText, ParallelTextError
+from attend.data.tokenizers.char import CharTokenizer
+from attend.data.tokenizers.sentencepiece import SentencePieceTokenizer
+from attend.data.tokenizers.tokenizer import Tokenizer, tokenizer_from_state
+from attend.data.tokenizers.word import WordTokenizer
 
 __all__ = [
     "BucketBatchSampler",

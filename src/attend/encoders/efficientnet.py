@@ -9,7 +9,7 @@ from attend.encoders.efficientnet_lite import HEAD, LITE_MEAN, LITE_STD, efficie
 from attend.encoders.pretrained_grid import PretrainedGrid
 from attend.memory import Memory
 
-# what the caption data feeds the encoders (attend.data.caption_images; a test keeps the two equal)
+# what the caption data feeds the encoders (attend.data.images.pixels; a test keeps the two equal)
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
 

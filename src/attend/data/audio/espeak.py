@@ -19,9 +19,9 @@ from pathlib import Path
 from attend.data.audio.number_words import number_words
 from attend.data.audio.record import SpeechDataError, Utterance, audio_duration, normalize_transcript
 from attend.data.cache import load_or_rebuild, write_json_atomic
-from attend.data.ding import DING_PATH, DingNotFoundError
-from attend.data.ding_format import parse_ding
 from attend.data.splitting import SPLITS
+from attend.data.text.ding import DING_PATH, DingNotFoundError
+from attend.data.text.ding_format import parse_ding
 
 log = logging.getLogger("attend.data")
 

@@ -13,7 +13,7 @@ from typing import Any
 import sentencepiece as spm
 
 from attend.data.cache import CorruptCacheError, load_or_rebuild, write_bytes_atomic
-from attend.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Tokenizer
+from attend.data.tokenizers.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Tokenizer
 
 log = logging.getLogger("attend.data")
 

@@ -11,8 +11,8 @@ from functools import cached_property
 from babel import Locale
 from babel.dates import format_date
 
-from attend.data.date_alignment import Span, date_pieces, iso_alignment
 from attend.data.splitting import Pair
+from attend.data.text.date_alignment import Span, date_pieces, iso_alignment
 
 FIRST_DAY = datetime.date(1950, 1, 1)
 N_DAYS = (datetime.date(2050, 1, 1) - FIRST_DAY).days  # 1950-01-01 .. 2049-12-31

@@ -9,7 +9,7 @@ import torch
 from torch import Tensor
 from torch.utils.data import Dataset
 
-from attend.data.dataset import Ragged, TargetCollate
+from attend.data.collate import Ragged, TargetCollate
 from attend.data.images import SceneObject
 
 

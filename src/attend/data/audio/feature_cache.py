@@ -8,9 +8,9 @@ import torch
 from torch import Tensor, nn
 
 from attend.data.audio import AudioReadError, Utterance
+from attend.data.audio.dataset import compute_features
 from attend.data.bad_samples import BadSamples
 from attend.data.cache import cache_file, cached_skips, load_or_rebuild, read_each, replay_skips, save_atomic
-from attend.data.speech_dataset import compute_features
 
 
 def load_features(

@@ -8,8 +8,10 @@ from typing import Any
 
 import numpy as np
 
-from attend.data.caption_dataset import CaptionCollate, CaptionDataset
-from attend.data.caption_images import (
+from attend.data.base import TargetTextDataModule
+from attend.data.images import ImageCaption, read_rgb
+from attend.data.images.dataset import CaptionCollate, CaptionDataset
+from attend.data.images.pixels import (
     LoadedImages,
     denormalize,
     image_transform,
@@ -17,9 +19,7 @@ from attend.data.caption_images import (
     square_resize,
     to_uint8_tensor,
 )
-from attend.data.images import ImageCaption, read_rgb
-from attend.data.target_datamodule import TargetTextDataModule
-from attend.data.tokenizer import Tokenizer
+from attend.data.tokenizers.tokenizer import Tokenizer
 from attend.data.unseen import caption_set, is_unseen
 
 log = logging.getLogger("attend.data")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import Any
 
 import lightning as L
@@ -10,7 +11,18 @@ from torch.utils.data import DataLoader, Dataset
 
 from attend.data.bad_samples import BadSamples, ReportsSkips
 from attend.data.bucketing import BucketBatchSampler
-from attend.data.tokenizer import Tokenizer, tokenizer_from_state
+from attend.data.store import store_folder
+from attend.data.tokenizers.tokenizer import Tokenizer, tokenizer_from_state
+
+
+def source_settings(source) -> Any:
+    """What a source's examples depend on, for store keys: its ``settings()`` when it has one."""
+    return getattr(source, "settings", dict)()
+
+
+def default_prepare_workers() -> int:
+    """Processes that prepare data (``data.prepare_workers``, null: this): the CPU cores, at most 8."""
+    return min(len(os.sched_getaffinity(0)), 8)
 
 
 class TargetTextDataModule(ReportsSkips, L.LightningDataModule):
@@ -36,8 +48,10 @@ class TargetTextDataModule(ReportsSkips, L.LightningDataModule):
         max_tokens: int | None = None,
         on_error: str = "skip",
         max_skip_fraction: float = 0.1,
+        prepare_workers: int | None = None,
     ) -> None:
         super().__init__()
+        self.prepare_workers = default_prepare_workers() if prepare_workers is None else prepare_workers
         self.bad_samples = BadSamples(on_error, max_skip_fraction)
         self.source = source
         self.share_policy(source)
@@ -57,6 +71,11 @@ class TargetTextDataModule(ReportsSkips, L.LightningDataModule):
         if self._splits is None:
             self._splits = self.source.splits()
         return self._splits
+
+    def store_folder(self, kind: str, *key_parts: Any) -> Path:
+        """Where the example store of ``kind`` for these settings lives (``attend.data.store``): keyed by the
+        source's class and ``settings()`` and ``key_parts``; a temporary folder without ``cache_dir``."""
+        return store_folder(self.cache_dir, kind, type(self.source).__name__, source_settings(self.source), *key_parts)
 
     @property
     def prepared(self) -> bool:

@@ -10,7 +10,7 @@ from torch import Tensor, nn
 from torch.utils.data import Dataset
 
 from attend.data.audio import AudioReadError, Utterance, read_audio
-from attend.data.dataset import Ragged, TargetCollate
+from attend.data.collate import Ragged, TargetCollate
 
 
 class SpeechDataset(Dataset):

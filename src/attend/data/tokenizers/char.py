@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from attend.data.vocab import VocabTokenizer
+from attend.data.tokenizers.vocab import VocabTokenizer
 
 SPACE_PIECE = "␣"
 

@@ -6,7 +6,7 @@ import re
 from collections import Counter
 from typing import Any
 
-from attend.data.vocab import Vocab, VocabTokenizer
+from attend.data.tokenizers.vocab import Vocab, VocabTokenizer
 
 # a word keeps inner apostrophes, hyphens and number separators (don't, A-Dur, 3.5, 1,000, 10:30,
 # z.B, sb.’s) and a trailing hyphen of a truncated compound (Ein- und Ausgang); any other symbol

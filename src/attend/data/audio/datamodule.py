@@ -10,11 +10,11 @@ from typing import Any
 from torch import nn
 
 from attend.data.audio import AudioReadError, Utterance, audio_duration
+from attend.data.audio.dataset import SpeechCollate, SpeechDataset, compute_features
+from attend.data.audio.feature_cache import load_features
+from attend.data.base import TargetTextDataModule
 from attend.data.cache import read_each
-from attend.data.speech_cache import load_features
-from attend.data.speech_dataset import SpeechCollate, SpeechDataset, compute_features
-from attend.data.target_datamodule import TargetTextDataModule
-from attend.data.tokenizer import Tokenizer
+from attend.data.tokenizers.tokenizer import Tokenizer
 from attend.plots import Spectrogram
 
 log = logging.getLogger("attend.data")

@@ -12,9 +12,9 @@ from typing import Any
 
 from attend.data.bad_samples import DatasetMissingError
 from attend.data.cache import load_or_rebuild, write_json_atomic
-from attend.data.ding_format import is_sentence as _is_sentence
-from attend.data.ding_format import parse_ding
 from attend.data.splitting import Pair, disjoint_split
+from attend.data.text.ding_format import is_sentence as _is_sentence
+from attend.data.text.ding_format import parse_ding
 
 log = logging.getLogger("attend.data")
 

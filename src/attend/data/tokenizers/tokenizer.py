@@ -122,7 +122,10 @@ class Tokenizer:
 def tokenizer_from_state(state: dict[str, Any]) -> Tokenizer:
     """Rebuild any fitted tokenizer from its ``state_dict()`` (no files or cache needed)."""
     module_name, _, class_name = state["class"].rpartition(".")
-    cls = getattr(importlib.import_module(module_name), class_name)
+    try:
+        cls = getattr(importlib.import_module(module_name), class_name)
+    except ModuleNotFoundError:  # a checkpoint from before the tokenizers moved to attend.data.tokenizers
+        cls = getattr(importlib.import_module("attend.data"), class_name)
     if not (isinstance(cls, type) and issubclass(cls, Tokenizer)):
         raise TypeError(f"{state['class']} is not a Tokenizer")
     tokenizer = cls(**state["settings"])

@@ -6,7 +6,7 @@ from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
-from attend.data.tokenizer import SPECIAL_TOKENS, UNK_ID, Tokenizer
+from attend.data.tokenizers.tokenizer import SPECIAL_TOKENS, UNK_ID, Tokenizer
 
 
 class Vocab:

@@ -11,9 +11,9 @@ from torch.utils.data import DataLoader
 
 from attend.data.bad_samples import BadSamples, ReportsSkips
 from attend.data.bucketing import BucketBatchSampler
-from attend.data.dataset import TranslationCollate, TranslationDataset
 from attend.data.splitting import Pair
-from attend.data.tokenizer import Tokenizer, tokenizer_from_state
+from attend.data.text.dataset import TranslationCollate, TranslationDataset
+from attend.data.tokenizers.tokenizer import Tokenizer, tokenizer_from_state
 
 log = logging.getLogger("attend.data")
 

@@ -1,0 +1,372 @@
+"""The example store: prepared examples in Arrow IPC files that every loader worker and DDP rank memory-maps.
+
+Why Arrow (pyarrow) and not a format of our own, Hugging Face ``datasets`` or WebDataset shards: Arrow IPC files
+are the columnar format ``datasets`` itself stores, read by pandas, polars and DuckDB alike; a memory-mapped Arrow
+file is read in place (no copy, no decoding: a column of token ids is a flat int32 buffer plus offsets), so the
+page cache holds one copy that every worker process and DDP rank on a machine shares, and a run's memory does not
+grow with the corpus. Random access by row is what length-bucketed batches need, which tar shards do not give.
+``datasets`` would add its own fingerprinting, cache folders and a dozen dependencies for what is here one file
+per shard and a manifest.
+
+A store is a folder ``<cache_dir>/store/<kind>-<key>/`` (the key: a hash of everything the examples depend on):
+
+- ``shard-00000.arrow``, ... one per ``shard_size`` input items, each written by a worker process to a temporary
+  name and renamed, so a shard file that exists is whole. An interrupted preparation resumes: the shards already
+  written are kept and only the others are prepared.
+- ``manifest.json``, written last, names every shard with its rows and bytes, the skipped items (bad samples)
+  and what the caller asked to keep (``meta``: fitted tokenizers, for instance). A store without a manifest is
+  unfinished; a shard whose size or row count disagrees with the manifest, or whose Arrow footer cannot be read
+  (a truncated file), makes the store damaged: named in a warning and rebuilt.
+
+Preparation runs once per machine: a file lock makes other processes (DDP ranks, parallel sweep jobs) wait and
+then open what the first one wrote.
+"""
+
+from __future__ import annotations
+
+import bisect
+import fcntl
+import hashlib
+import json
+import logging
+import multiprocessing
+import os
+import shutil
+import tempfile
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+log = logging.getLogger("attend.data")
+FORMAT = 1  # bump when what a shard holds changes: older stores get a new key and are prepared again
+Skip = tuple[str, str, str]  # (key of the item, reason, problem): what a bad sample is reported with
+
+
+class DamagedStoreError(ValueError):
+    """A store whose files disagree with its manifest (truncated, overwritten, missing)."""
+
+
+@dataclass
+class Shard:
+    """What preparing one shard gives: its columns (equal lengths) and the items it skipped."""
+
+    columns: dict[str, pa.Array | list]
+    skipped: list[Skip] = field(default_factory=list)
+
+
+def store_folder(cache_dir: str | os.PathLike | None, kind: str, *key_parts: Any) -> Path:
+    """``<cache_dir>/store/<kind>-<hash of key_parts>``; without a cache folder, a temporary one for this process."""
+    key_text = json.dumps([FORMAT, kind, *key_parts], default=str, sort_keys=True)
+    key = hashlib.sha1(key_text.encode("utf-8")).hexdigest()[:16]
+    root = Path(cache_dir) if cache_dir is not None else _process_temp_dir()
+    return root / "store" / f"{kind}-{key}"
+
+
+_TEMP_DIR: Path | None = None
+
+
+def _process_temp_dir() -> Path:
+    """One temporary folder per process for stores without a cache folder, removed at exit."""
+    global _TEMP_DIR
+    if _TEMP_DIR is None:
+        import atexit
+
+        _TEMP_DIR = Path(tempfile.mkdtemp(prefix="attend-store-"))
+        owner = os.getpid()
+        atexit.register(lambda: os.getpid() == owner and shutil.rmtree(_TEMP_DIR, ignore_errors=True))
+    return _TEMP_DIR
+
+
+class ExampleStore:
+    """The rows of a finished store, memory-mapped; ``len``, ``column(name)``, ``value(name, row)``, ``meta``,
+    ``skipped``. Rows keep the order of the input items (shard by shard), skipped ones left out."""
+
+    def __init__(self, folder: Path, manifest: dict[str, Any], tables: list[pa.Table]) -> None:
+        self.folder = folder
+        self.manifest = manifest
+        self.meta: dict[str, Any] = manifest.get("meta", {})
+        self.skipped: list[Skip] = [tuple(skip) for skip in manifest.get("skipped", [])]
+        self.items: int = manifest.get("items", 0)  # input items, skipped ones included
+        self._tables = tables
+        self._starts = [0]  # first global row of each shard
+        for table in tables:
+            self._starts.append(self._starts[-1] + table.num_rows)
+        self._lists: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {}
+
+    def __len__(self) -> int:
+        return self._starts[-1]
+
+    @property
+    def column_names(self) -> list[str]:
+        return self._tables[0].column_names if self._tables else list(self.manifest.get("columns", []))
+
+    # whole columns ---------------------------------------------------------------------------
+    def column(self, name: str) -> np.ndarray:
+        """A numeric column of every row as one numpy array (copied out of the shards: fine for lengths, ids)."""
+        if not self._tables:
+            return np.zeros(0, dtype=np.int64)
+        return np.concatenate([table.column(name).to_numpy() for table in self._tables])
+
+    def list_lengths(self, name: str) -> np.ndarray:
+        """The length of a list column's entry in every row (int64), read from its offsets."""
+        return np.concatenate([np.diff(offsets) for offsets, _ in self._list_parts(name)] or [np.zeros(0, np.int64)])
+
+    # single rows -----------------------------------------------------------------------------
+    def _locate(self, row: int) -> tuple[int, int]:
+        if not 0 <= row < len(self):
+            raise IndexError(f"row {row} of a store of {len(self)} rows")
+        shard = bisect.bisect_right(self._starts, row) - 1
+        return shard, row - self._starts[shard]
+
+    def value(self, name: str, row: int) -> Any:
+        """One row's value as Python (str, int, list, dict, None); binary columns give bytes (see ``buffer``)."""
+        shard, local = self._locate(row)
+        return self._tables[shard].column(name)[local].as_py()
+
+    def ids(self, name: str, row: int) -> list[int]:
+        """One row's entry of a list-of-int column, read straight from the mapped buffers."""
+        shard, local = self._locate(row)
+        offsets, values = self._list_parts(name)[shard]
+        return values[offsets[local] : offsets[local + 1]].tolist()
+
+    def buffer(self, name: str, row: int) -> np.ndarray | None:
+        """One row's binary value as a read-only uint8 view of the mapped file (None for a null)."""
+        shard, local = self._locate(row)
+        scalar = self._tables[shard].column(name)[local]
+        if not scalar.is_valid:
+            return None
+        return np.frombuffer(scalar.as_buffer(), dtype=np.uint8)
+
+    def _list_parts(self, name: str) -> list[tuple[np.ndarray, np.ndarray]]:
+        """(offsets, values) numpy views of a list column, per shard (each shard is one Arrow chunk)."""
+        if name not in self._lists:
+            parts = []
+            for table in self._tables:
+                array = table.column(name).combine_chunks()  # one chunk already: no copy
+                parts.append((array.offsets.to_numpy(), array.values.to_numpy(zero_copy_only=True)))
+            self._lists[name] = parts
+        return self._lists[name]
+
+    # pickling for loader workers: reopen the mapped files instead of copying them ------------
+    def __getstate__(self) -> dict[str, Any]:
+        return {"folder": str(self.folder), "manifest": self.manifest}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        folder = Path(state["folder"])
+        self.__init__(folder, state["manifest"], [_map_shard(folder / s["file"]) for s in state["manifest"]["shards"]])
+
+
+def _map_shard(path: Path) -> pa.Table:
+    """A shard file as a table whose buffers point into the memory-mapped file."""
+    return pa.ipc.open_file(pa.memory_map(str(path), "r")).read_all()  # the buffers keep the mapping open
+
+
+def open_store(folder: Path) -> ExampleStore | None:
+    """The finished store in ``folder``; None when there is none yet; DamagedStoreError when its files disagree
+    with the manifest."""
+    manifest_path = folder / "manifest.json"
+    if not manifest_path.is_file():
+        return None
+    try:
+        manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+        shards = manifest["shards"]
+    except (ValueError, KeyError, TypeError) as problem:
+        raise DamagedStoreError(f"its manifest cannot be read ({problem})") from problem
+    tables = []
+    for shard in shards:
+        path = folder / shard["file"]
+        if not path.is_file():
+            raise DamagedStoreError(f"{shard['file']} is missing")
+        if path.stat().st_size != shard["bytes"]:
+            raise DamagedStoreError(f"{shard['file']} has {path.stat().st_size} bytes, the manifest says {shard['bytes']}")
+        try:
+            table = _map_shard(path)
+        except (pa.ArrowInvalid, OSError) as problem:
+            raise DamagedStoreError(f"{shard['file']} cannot be read ({problem})") from problem
+        if table.num_rows != shard["rows"]:
+            raise DamagedStoreError(f"{shard['file']} has {table.num_rows} rows, the manifest says {shard['rows']}")
+        tables.append(table)
+    return ExampleStore(folder, manifest, tables)
+
+
+def prepared_store(
+    folder: Path,
+    items: Iterable[Any],
+    prepare: Callable[[list[Any], int], Shard],
+    shard_size: int = 2048,
+    workers: int = 0,
+    meta: dict[str, Any] | None = None,
+    describe: str = "examples",
+) -> ExampleStore:
+    """The store in ``folder``, prepared first when it is missing, unfinished or damaged.
+
+    ``prepare(chunk, first_index)`` turns up to ``shard_size`` consecutive items (``first_index``: the position of
+    the chunk's first item among all of them) into a ``Shard``. With ``workers`` > 1 chunks are prepared by that
+    many forked processes, a bounded number at a time (the items are read lazily: a corpus never sits in memory
+    whole); 0 or 1 prepares in this process. ``meta`` (JSON) is kept in the manifest. ``items`` is only iterated
+    when something must be prepared. A damaged store is named in a warning and its damaged files rebuilt.
+    """
+    folder.mkdir(parents=True, exist_ok=True)
+    with _exclusive(folder):  # other processes wait here, then find the store finished
+        try:
+            store = open_store(folder)
+        except DamagedStoreError as problem:
+            log.warning("data store %s is damaged (%s): rebuilding it", folder, problem)
+            _remove_unreadable(folder)
+            store = None
+        if store is not None:
+            return store
+        return _build(folder, items, prepare, shard_size, workers, meta or {}, describe)
+
+
+@contextmanager
+def _exclusive(folder: Path) -> Iterator[None]:
+    with open(folder / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def _remove_unreadable(folder: Path) -> None:
+    """Drop the manifest and every shard file that cannot be read whole; sound shards are reused."""
+    (folder / "manifest.json").unlink(missing_ok=True)
+    for path in folder.glob("shard-*.arrow"):
+        try:
+            _map_shard(path)
+        except (pa.ArrowInvalid, OSError):
+            path.unlink(missing_ok=True)
+
+
+# preparation ---------------------------------------------------------------------------------
+_JOB: tuple[Callable[[list[Any], int], Shard], Path] | None = None  # what forked workers run (set before forking)
+
+
+def _chunks(items: Iterable[Any], size: int) -> Iterator[tuple[int, int, list[Any]]]:
+    """(shard number, index of its first item, items) of consecutive chunks."""
+    chunk: list[Any] = []
+    number = first = 0
+    for index, item in enumerate(items):
+        if not chunk:
+            first = index
+        chunk.append(item)
+        if len(chunk) == size:
+            yield number, first, chunk
+            number, chunk = number + 1, []
+    if chunk:
+        yield number, first, chunk
+
+
+def _shard_name(number: int) -> str:
+    return f"shard-{number:05d}.arrow"
+
+
+def _write_shard(folder: Path, number: int, shard: Shard, items: int) -> dict[str, Any]:
+    """Write one shard (temporary name, then rename) with its skips in the schema metadata; its manifest entry."""
+    table = pa.table(shard.columns)
+    skipped = json.dumps({"skipped": [list(s) for s in shard.skipped], "items": items})
+    table = table.replace_schema_metadata({b"attend": skipped.encode("utf-8")})
+    path = folder / _shard_name(number)
+    partial = folder / f".{_shard_name(number)}.{os.getpid()}.tmp"
+    with pa.OSFile(str(partial), "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
+        writer.write_table(table, max_chunksize=max(table.num_rows, 1))  # one record batch: one chunk per column
+    partial.replace(path)
+    return _entry(path, table.num_rows)
+
+
+def _entry(path: Path, rows: int) -> dict[str, Any]:
+    return {"file": path.name, "rows": rows, "bytes": path.stat().st_size}
+
+
+def _prepare_in_worker(job: tuple[int, int, list[Any]]) -> dict[str, Any]:
+    number, first, chunk = job
+    prepare, folder = _JOB  # type: ignore[misc]
+    return _write_shard(folder, number, prepare(chunk, first), len(chunk))
+
+
+def _reuse_shard(path: Path) -> tuple[dict[str, Any], list[Skip], int] | None:
+    """A whole shard left by an interrupted preparation: its entry, skips and item count; None if unreadable."""
+    try:
+        table = _map_shard(path)
+        recorded = json.loads(table.schema.metadata[b"attend"])
+    except (pa.ArrowInvalid, OSError, KeyError, TypeError, ValueError):
+        return None
+    return _entry(path, table.num_rows), [tuple(s) for s in recorded["skipped"]], recorded["items"]
+
+
+def _build(
+    folder: Path,
+    items: Iterable[Any],
+    prepare: Callable[[list[Any], int], Shard],
+    shard_size: int,
+    workers: int,
+    meta: dict[str, Any],
+    describe: str,
+) -> ExampleStore:
+    global _JOB
+    entries: dict[int, dict[str, Any]] = {}
+    reused = 0
+    jobs = _chunks(items, shard_size)
+    if workers > 1:
+        _JOB = (prepare, folder)
+        pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"))
+    try:
+        pending: dict[Future, int] = {}
+        for number, first, chunk in jobs:
+            if (folder / _shard_name(number)).is_file() and (found := _reuse_shard(folder / _shard_name(number))):
+                entries[number] = found[0]
+                reused += 1
+                continue
+            if workers <= 1:
+                entries[number] = _write_shard(folder, number, prepare(chunk, first), len(chunk))
+                continue
+            pending[pool.submit(_prepare_in_worker, (number, first, chunk))] = number
+            if len(pending) >= 2 * workers:  # a bounded number of chunks in flight
+                done, _ = wait(pending, return_when=FIRST_COMPLETED)
+                for future in done:
+                    entries[pending.pop(future)] = future.result()
+        for future in pending:
+            entries[pending[future]] = future.result()
+    finally:
+        if workers > 1:
+            pool.shutdown(cancel_futures=True)
+            _JOB = None
+    for stale in sorted(folder.glob("shard-*.arrow")):  # shards past the end, from a larger earlier input
+        if int(stale.stem.split("-")[1]) not in entries:
+            stale.unlink()
+    ordered = [entries[number] for number in sorted(entries)]
+    skipped: list[Skip] = []
+    items_seen = 0
+    for entry in ordered:
+        table = _map_shard(folder / entry["file"])
+        recorded = json.loads(table.schema.metadata[b"attend"])
+        skipped += [tuple(s) for s in recorded["skipped"]]
+        items_seen += recorded["items"]
+    manifest = {
+        "format": FORMAT,
+        "shards": ordered,
+        "items": items_seen,
+        "skipped": [list(s) for s in skipped],
+        "meta": meta,
+    }
+    partial = folder / f".manifest.{os.getpid()}.tmp"
+    partial.write_text(json.dumps(manifest, ensure_ascii=False), encoding="utf-8")
+    partial.replace(folder / "manifest.json")  # written last: its presence means every shard is whole
+    rows = sum(entry["rows"] for entry in ordered)
+    log.info("prepared %d %s in %s (%d shards%s)", rows, describe, folder, len(ordered),
+             f", {reused} reused from an interrupted preparation" if reused else "")
+    store = open_store(folder)
+    assert store is not None
+    return store
+
+
+def ragged(sequences: Sequence[Sequence[int]]) -> pa.Array:
+    """A list<int32> Arrow column of id sequences."""
+    return pa.array(sequences, type=pa.list_(pa.int32()))

@@ -1,0 +1,1 @@
+"""Text-to-text data: the Ding dictionary, dates, line-aligned parallel corpora, and their data module."""

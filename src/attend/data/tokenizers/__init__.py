@@ -1,0 +1,1 @@
+"""Tokenizers: characters, words, SentencePiece; fitted on training text, saved in checkpoints."""
