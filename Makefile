@@ -6,7 +6,7 @@ STAMP := $(VENV)/.attend-installed
 # Debian packages the embedded data sets are built from
 DEB_PACKAGES := trans-de-en tuxpaint-stamps-default fonts-noto-color-emoji espeak-ng
 
-.PHONY: install debs train test compare benchmark lint clean
+.PHONY: install debs train test compare benchmark bench-scale lint clean
 
 install: $(STAMP) debs
 
@@ -54,6 +54,12 @@ compare: install
 # Performance section); ARGS adds options, e.g. ARGS="--quick" or ARGS="--device cuda"
 benchmark: install
 	$(PY) scripts/benchmark.py $(ARGS)
+
+# how the data layer scales with corpus size per modality (scripts/bench_scale.py): preparation time, peak RSS,
+# second start, loader throughput against the model's demand, PASS/FAIL per goal; ARGS adds options, e.g.
+# ARGS="--quick" or ARGS="--modalities text --text-sizes 10000,100000"
+bench-scale: install
+	$(PY) scripts/bench_scale.py $(ARGS)
 
 lint: install
 	$(VENV)/bin/ruff check src tests scripts train.py eval.py predict.py

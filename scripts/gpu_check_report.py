@@ -153,7 +153,7 @@ def flops_per_token(run: Path) -> tuple[float | None, str]:
             tokenizers = datamodule.tokenizers()
             sizes = sizes_from_config(cfg, tokenizers["source"].vocab_size, tokenizers["target"].vocab_size)
             data = datamodule.train_dataset
-            src, steps = data.src.lengths, data.tgt.lengths + 1  # decoder steps: the target with eos
+            src, steps = data.side_lengths("src"), data.side_lengths("tgt") + 1  # decoder steps: the target with eos
             flops = training_flops(sizes, src, steps) / int(torch.as_tensor(steps).sum())
             _flops_cache[key] = (flops, "")
         except Exception as error:  # a model the formula does not cover, data that is not there

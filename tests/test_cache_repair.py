@@ -1,11 +1,13 @@
 """A truncated or overwritten data-cache file is named in a warning and rebuilt, never a traceback: every kind
-Attend writes (Ding pairs JSON, SentencePiece model, caption pixels, speech features, espeak-ng manifest)."""
+Attend writes (example-store shards and manifests of all three modalities, Ding pairs JSON, SentencePiece
+model, espeak-ng manifest)."""
 
 from __future__ import annotations
 
 import json
 import logging
 import random
+import shutil
 from pathlib import Path
 
 import pytest
@@ -68,10 +70,12 @@ def ding_datamodule(cache_dir: Path) -> TranslationDataModule:
 
 def translation_data(dm: TranslationDataModule) -> list:
     """Every split's token ids and texts."""
-    return [
-        ([d.src[i] for i in range(len(d))], [d.tgt[i] for i in range(len(d))], d.sources, d.references)
-        for d in (dm.train_dataset, dm.val_dataset, dm.test_dataset)
-    ]
+    return [[d[i] for i in range(len(d))] for d in (dm.train_dataset, dm.val_dataset, dm.test_dataset)]
+
+
+def forget_stores(cache_dir: Path) -> None:
+    """Remove the example stores, so the next start reads the source (and its caches) again."""
+    shutil.rmtree(cache_dir / "store")
 
 
 def cut_inside_a_character(path: Path) -> None:
@@ -87,6 +91,7 @@ def test_ding_cache_is_rebuilt(damage, tmp_path: Path, caplog: pytest.LogCapture
     path = only_file(tmp_path, "ding-*.json")
     built = path.read_bytes()
     damage(path)
+    forget_stores(tmp_path)
     with caplog.at_level(logging.WARNING, logger="attend.data"):
         again = ding_datamodule(tmp_path)
     assert warned_about(caplog, path)
@@ -135,6 +140,7 @@ def test_sentencepiece_model_cut_between_pieces_is_retrained(tmp_path: Path, cap
     pieces = sentencepiece.SentencePieceProcessor(model_proto=built[:cut]).get_piece_size()
     assert 0 < pieces < first.src_tokenizer.vocab_size
     truncate(path, cut)
+    forget_stores(tmp_path)
     with caplog.at_level(logging.WARNING, logger="attend.data"):
         again = spm_datamodule(tmp_path)
     assert warned_about(caplog, path)
@@ -148,6 +154,7 @@ def test_sentencepiece_model_is_retrained(damage, tmp_path: Path, caplog) -> Non
     path = only_file(tmp_path, "spm-*.model")
     built = path.read_bytes()
     damage(path)
+    forget_stores(tmp_path)
     with caplog.at_level(logging.WARNING, logger="attend.data"):
         again = spm_datamodule(tmp_path)
     assert warned_about(caplog, path)
@@ -164,7 +171,7 @@ def test_every_prefix_of_a_sentencepiece_model_is_caught(tmp_path: Path) -> None
             read_complete_model(path)
 
 
-# caption pixels --------------------------------------------------------------------------------
+# example stores of all three modalities ----------------------------------------------------------
 def caption_datamodule(cache_dir: Path) -> CaptionDataModule:
     source = ShapeScenes(n_train=12, n_val=3, n_test=2, image_size=32)
     dm = CaptionDataModule(
@@ -175,25 +182,8 @@ def caption_datamodule(cache_dir: Path) -> CaptionDataModule:
     return dm
 
 
-@pytest.mark.parametrize("damage", [truncate, overwrite_with_garbage])
-def test_caption_pixel_cache_is_rebuilt(damage, tmp_path: Path, caplog) -> None:
-    first = caption_datamodule(tmp_path)
-    files = sorted((tmp_path / "images").glob("*.pt"))
-    assert len(files) == 3  # one per split
-    for path in files:
-        damage(path)
-    with caplog.at_level(logging.WARNING, logger="attend.data"):
-        again = caption_datamodule(tmp_path)
-    assert all(warned_about(caplog, path) for path in files)
-    for split in ("train", "val", "test"):
-        assert torch.equal(again.datasets[split].pixels, first.datasets[split].pixels)
-        assert again.datasets[split].keys == first.datasets[split].keys
-    assert all(torch.load(path, weights_only=True)["pixels"].dtype == torch.uint8 for path in files)  # whole again
-
-
-# speech features -------------------------------------------------------------------------------
-def speech_datamodule(tmp_path: Path) -> SpeechDataModule:
-    audio = tmp_path / "audio"
+def speech_datamodule(cache_dir: Path) -> SpeechDataModule:
+    audio = cache_dir.parent / "audio"
     source = JsonlManifest(
         train=write_manifest(audio, "train", [0.5, 0.8, 0.6, 0.7], TEXTS[:4]),
         val=write_manifest(audio, "val", [0.6, 0.9], TEXTS[:2]),
@@ -201,27 +191,78 @@ def speech_datamodule(tmp_path: Path) -> SpeechDataModule:
     )
     dm = SpeechDataModule(
         source, tokenizer=CharTokenizer(), frontend=LogMelFrontEnd(n_mels=40), spec_augment=None, batch_size=2,
-        cache_dir=str(tmp_path / "cache"),
+        cache_dir=str(cache_dir),
     )
     dm.prepare_data()
     dm.setup()
     return dm
 
 
+def text_datamodule(cache_dir: Path) -> TranslationDataModule:
+    dm = TranslationDataModule(ParallelText(MULTI30K), WordTokenizer(), WordTokenizer(), cache_dir=cache_dir,
+                               shard_size=8)  # several shards a split
+    dm.prepare_data()
+    dm.setup("fit")
+    return dm
+
+
+MODALITIES = {"text": text_datamodule, "images": caption_datamodule, "audio": speech_datamodule}
+
+
+def every_example(dm) -> list:
+    """Every example of every split, as the loaders see them (image and feature tensors included)."""
+    return [[dm.datasets[split][i] for i in range(len(dm.datasets[split]))] for split in ("train", "val", "test")]
+
+
+def same_examples(a: list, b: list) -> bool:
+    def same(x, y) -> bool:
+        if isinstance(x, torch.Tensor):
+            return isinstance(y, torch.Tensor) and torch.equal(x, y)
+        if isinstance(x, dict):
+            return x.keys() == y.keys() and all(same(x[k], y[k]) for k in x)
+        if isinstance(x, list | tuple):
+            return len(x) == len(y) and all(same(i, j) for i, j in zip(x, y, strict=True))
+        return x == y
+
+    return same(a, b)
+
+
+def store_files(cache_dir: Path, name: str) -> list[Path]:
+    """``name`` ("manifest.json", or "shard" for every shard file) in every example store under ``cache_dir``."""
+    pattern = "shard-*.arrow" if name == "shard" else name
+    return sorted((cache_dir / "store").glob(f"*/{pattern}"))
+
+
+@pytest.mark.parametrize("modality", list(MODALITIES))
 @pytest.mark.parametrize("damage", [truncate, overwrite_with_garbage])
-def test_speech_feature_cache_is_rebuilt(damage, tmp_path: Path, caplog) -> None:
-    first = speech_datamodule(tmp_path)
-    files = sorted((tmp_path / "cache" / "speech_features").glob("*.pt"))
-    assert len(files) == 3
+@pytest.mark.parametrize("kind", ["shard", "manifest.json"])
+def test_a_damaged_store_file_is_named_and_rebuilt(modality, damage, kind, tmp_path: Path, caplog) -> None:
+    build = MODALITIES[modality]
+    cache_dir = tmp_path / "cache"
+    first = every_example(build(cache_dir))
+    files = store_files(cache_dir, kind)
+    assert files, f"no {kind} in the {modality} stores"
+    built = {path: path.read_bytes() for path in files}
     for path in files:
         damage(path)
     with caplog.at_level(logging.WARNING, logger="attend.data"):
-        again = speech_datamodule(tmp_path)
-    assert all(warned_about(caplog, path) for path in files)
-    for split in ("train", "val", "test"):
-        old, new = first.datasets[split].features, again.datasets[split].features
-        assert len(old) == len(new) and all(torch.equal(a, b) for a, b in zip(old, new, strict=True))
-    assert all(torch.load(path, weights_only=True)["features"] for path in files)  # whole again
+        again = every_example(build(cache_dir))
+    assert same_examples(again, first)
+    for path in files:
+        assert warned_about(caplog, path.parent)  # the store named, with "rebuilding"
+        assert path.read_bytes() == built[path]  # whole again, byte for byte
+
+
+def test_a_missing_shard_is_rebuilt_and_the_others_are_kept(tmp_path: Path, caplog) -> None:
+    first = every_example(text_datamodule(tmp_path))
+    shards = store_files(tmp_path, "shard")
+    assert len(shards) > 3  # the training split has several
+    kept = {path: path.stat().st_mtime_ns for path in shards[1:]}
+    shards[0].unlink()
+    with caplog.at_level(logging.WARNING, logger="attend.data"):
+        assert same_examples(every_example(text_datamodule(tmp_path)), first)
+    assert warned_about(caplog, shards[0].parent) and shards[0].is_file()
+    assert all(path.stat().st_mtime_ns == mtime for path, mtime in kept.items())  # not prepared again
 
 
 # espeak-ng manifest ----------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""The captioning datamodule: image batches, the image cache, unreadable images, checkpoint state, plots."""
+"""The captioning datamodule: image batches, the image store, unreadable images, checkpoint state, plots."""
 
 from __future__ import annotations
 
@@ -44,9 +44,19 @@ def all_batches(loader) -> list[dict]:
 
 
 def cached_image(dm: CaptionDataModule, split: str, example: int) -> np.ndarray:
-    """The cached uint8 pixels (H, W, 3) of one example of a split."""
+    """The stored uint8 pixels (H, W, 3) of one example of a split."""
+    return dm.datasets[split].pixels(example).permute(1, 2, 0).numpy()
+
+
+def image_stores(cache_dir: Path) -> list[Path]:
+    """The finished image stores under a cache folder."""
+    return sorted(path.parent for path in (cache_dir / "store").glob("images-*/manifest.json"))
+
+
+def stored_pixels(dm: CaptionDataModule, split: str) -> torch.Tensor:
+    """(N, 3, H, W) uint8: the stored pixels of every example of a split, for comparing two runs."""
     dataset = dm.datasets[split]
-    return dataset.pixels[dataset.image_index[example]].permute(1, 2, 0).numpy()
+    return torch.stack([dataset.pixels(i) for i in range(len(dataset))])
 
 
 def close_to(a: np.ndarray, b: np.ndarray, tolerance: int = 1) -> bool:
@@ -161,9 +171,9 @@ def test_karpathy_json_through_the_datamodule(tmp_path: Path) -> None:
     assert [len(refs) for refs in next(iter(dm.test_dataloader()))["references"]] == [4]
 
 
-# image cache ------------------------------------------------------------------------------------
+# image store ------------------------------------------------------------------------------------
 class CountingShapes(ShapeScenes):
-    """Shape scenes that count rendered images (same class name for every instance: same cache key)."""
+    """Shape scenes that count rendered images (same class name for every instance: same store key)."""
 
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
@@ -174,29 +184,28 @@ class CountingShapes(ShapeScenes):
         return super().load_image(record)
 
 
-def test_image_cache_is_reused_and_keyed_by_size(tmp_path: Path) -> None:
+def test_image_store_is_reused_and_keyed_by_size(tmp_path: Path) -> None:
     settings = {"n_train": 12, "n_val": 3, "n_test": 2, "image_size": SIZE}
     first = CountingShapes(**settings)
     dm = datamodule(first, tmp_path)
     dm.prepare_data()
-    files = sorted((tmp_path / "images").glob("*.pt"))
-    assert len(files) == 3 and first.loads == 12 + 3 + 2  # one file per split
-    assert all(f.name.startswith(f"CountingShapes-{SIZE}px-") for f in files)
+    stores = image_stores(tmp_path)
+    assert len(stores) == 3 and first.loads == 12 + 3 + 2  # one store per split
     dm.setup("fit")
-    assert first.loads == 17  # setup reads the cache
+    assert first.loads == 17  # setup opens the stores
 
     second = CountingShapes(**settings)
     again = ready(datamodule(second, tmp_path))
     assert second.loads == 0
     for split in ("train", "val", "test"):
-        assert torch.equal(again.datasets[split].pixels, dm.datasets[split].pixels)
+        assert torch.equal(stored_pixels(again, split), stored_pixels(dm, split))
+        assert again.datasets[split].keys == dm.datasets[split].keys
 
     third = CountingShapes(**settings)
-    ready(datamodule(third, tmp_path, image_size=16))
-    assert third.loads == 17
-    assert len(list((tmp_path / "images").glob("*-16px-*.pt"))) == 3
-    assert len(list((tmp_path / "images").glob("*.pt"))) == 6
-    assert not list((tmp_path / "images").glob("*.tmp"))
+    small = ready(datamodule(third, tmp_path, image_size=16))
+    assert third.loads == 17 and small.datasets["val"].pixels(0).shape == (3, 16, 16)
+    assert len(image_stores(tmp_path)) == 6
+    assert not list((tmp_path / "store").glob("*/.*.tmp"))
 
 
 # unreadable images ------------------------------------------------------------------------------

@@ -26,6 +26,10 @@ def multi30k(**kwargs) -> TranslationDataModule:
     return TranslationDataModule(ParallelText(MULTI30K), WordTokenizer(), WordTokenizer(), **kwargs)
 
 
+def source_ids(dataset) -> list[list[int]]:
+    return [dataset[i]["src"] for i in range(len(dataset))]
+
+
 def test_batches_are_padded_dicts() -> None:
     dm = multi30k(batch_size=4)
     dm.setup("fit")
@@ -46,7 +50,7 @@ def test_batches_are_padded_dicts() -> None:
         assert (batch["tgt"][row, n_tgt:] == tgt.pad_id).all()
         assert dm.src_tokenizer.decode(batch["src"][row]) == batch["sources"][row]
         assert tgt.decode(batch["tgt"][row]) == batch["references"][row]
-        assert (batch["sources"][row], batch["references"][row]) == dm.splits["train"][int(batch["ids"][row])]
+        assert (batch["sources"][row], batch["references"][row]) == dm.source.splits()["train"][int(batch["ids"][row])]
     assert isinstance(dm.train_dataloader().batch_sampler, BucketBatchSampler)
 
 
@@ -78,11 +82,12 @@ def test_length_filter_drops_train_only_and_logs(caplog: pytest.LogCaptureFixtur
     dm = multi30k(max_source_len=6, max_target_len=7, max_skip_fraction=1.0)  # a deliberately tight limit
     with caplog.at_level(logging.INFO, logger="attend.data"):
         dm.setup("fit")
-    kept = [(len(dm.src_tokenizer.encode(s)), len(dm.tgt_tokenizer.encode(t))) for s, t in dm.splits["train"]]
+    kept = [(len(dm.src_tokenizer.encode(s)), len(dm.tgt_tokenizer.encode(t))) for s, t in dm.source.splits()["train"]]
     expected = sum(1 for s, t in kept if s > 6 or t > 7)
     assert 0 < expected < 30 and dm.dropped == expected and len(dm.train_dataset) == 30 - expected
     assert f"dropped {expected} of 30 training pairs" in caplog.text
-    assert int(dm.train_dataset.src.lengths.max()) <= 6 and int(dm.train_dataset.tgt.lengths.max()) <= 7
+    lengths = dm.train_dataset.side_lengths
+    assert int(lengths("src").max()) <= 6 and int(lengths("tgt").max()) <= 7
     assert len(dm.val_dataset) == len(dm.test_dataset) == 5  # never filtered
 
 
@@ -107,7 +112,7 @@ def test_saved_tokenizers_are_reused_without_fitting(monkeypatch: pytest.MonkeyP
     ):
         dm.setup("test")
         assert dm.src_tokenizer.state_dict() == trained.src_tokenizer.state_dict()
-        assert dm.test_dataset.src.values == trained.test_dataset.src.values
+        assert source_ids(dm.test_dataset) == source_ids(trained.test_dataset)
 
 
 def test_load_state_dict_after_setup_reencodes() -> None:
@@ -117,7 +122,7 @@ def test_load_state_dict_after_setup_reencodes() -> None:
     other.setup("fit")
     dm.load_state_dict(other.state_dict())
     assert isinstance(dm.src_tokenizer, CharTokenizer)
-    assert dm.val_dataset.src.values == other.val_dataset.src.values
+    assert source_ids(dm.val_dataset) == source_ids(other.val_dataset)
 
 
 def test_dates_with_char_tokenizers_and_max_tokens() -> None:

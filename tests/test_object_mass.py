@@ -1,4 +1,4 @@
-"""Object masks (Tux Paint's alpha) from the file through the cache into eval batches, and ObjectMass/ObjectArea."""
+"""Object masks (Tux Paint's alpha) from the file through the image store into eval batches; ObjectMass/ObjectArea."""
 
 from __future__ import annotations
 
@@ -11,11 +11,19 @@ from hydra.utils import instantiate
 from PIL import Image
 
 from attend.data import CaptionDataModule, WordTokenizer
-from attend.data.cache import cache_file, save_atomic
 from attend.data.images import ImageCaption, TuxPaintStamps
-from attend.data.images.pixels import load_pixels, square_resize, square_resize_mask, to_uint8_tensor
+from attend.data.images.pixels import (
+    image_key,
+    image_store,
+    square_resize,
+    square_resize_mask,
+    store_mask,
+    store_pixels,
+    to_uint8_tensor,
+)
 from attend.data.images.record import read_alpha, read_rgb
 from attend.data.images.tuxpaint import TUXPAINT_STAMPS
+from attend.data.store import store_folder
 from attend.metrics import ObjectArea, ObjectMass, cell_coverage
 from attend.metrics.object_mass import area_matrix
 from attend.search import SearchResult
@@ -187,23 +195,28 @@ def test_eval_batches_carry_the_letterboxed_masks_and_which_images_have_one(tmp_
 
     again = StampFiles(stamp_splits(tmp_path))
     cached = stamp_datamodule(again, tmp_path / "cache")
-    assert again.loads == 0  # masks come from the cache with the pixels
+    assert again.loads == 0  # masks come from the store with the pixels
     torch.testing.assert_close(next(iter(cached.val_dataloader()))["object_masks"], masks)
 
 
-def test_a_cache_written_before_masks_is_read_again_not_trusted(tmp_path: Path) -> None:
+def test_a_store_without_masks_is_not_read_for_a_source_with_masks(tmp_path: Path) -> None:
     splits = stamp_splits(tmp_path)
-    source = StampFiles(splits)
     records = splits["val"]
-    keys = [r.key for r in records]
-    old = {"pixels": torch.zeros(2, 3, SIZE, SIZE, dtype=torch.uint8), "kept": [0, 1], "skipped": []}
-    save_atomic(old, cache_file(tmp_path, "images", source, SIZE, keys, label=f"{SIZE}px"))  # the old key
-    save_atomic(old, cache_file(tmp_path, "images", source, SIZE, keys, "object masks v1", label=f"{SIZE}px"))
-    loaded = load_pixels(source, records, SIZE, str(tmp_path))  # the new key's file lacks masks: read again
-    assert source.loads == 2 and loaded.has_mask.tolist() == [True, False]
-    assert int(loaded.pixels.max()) > 0
+    plain = StampFiles(splits)
+    plain.load_mask = None  # the same source before it had masks: same class and settings
+    unmasked = image_store(plain, records, SIZE, store_folder(tmp_path, "images", *image_key(plain, records, SIZE)))
+    assert "mask" not in unmasked.column_names and not unmasked.meta["masked"]
+
+    source = StampFiles(splits)
+    folder = store_folder(tmp_path, "images", *image_key(source, records, SIZE))
+    assert folder != unmasked.folder
+    store = image_store(source, records, SIZE, folder)
+    assert source.loads == 2 and store.meta["masked"]
+    torch.testing.assert_close(store_mask(store, 0), square_resize_mask(read_alpha(tmp_path / "v0.png"), SIZE))
+    assert store_mask(store, 1) is None  # the opaque picture has no mask
+    assert torch.equal(store_pixels(store, 0), store_pixels(unmasked, 0)) and int(store_pixels(store, 0).max()) > 0
     again = StampFiles(splits)
-    assert load_pixels(again, records, SIZE, str(tmp_path)).masks.shape == (2, SIZE, SIZE) and again.loads == 0
+    assert store_mask(image_store(again, records, SIZE, folder), 0) is not None and again.loads == 0
 
 
 # configuration and the installed stamps -----------------------------------------------------------

@@ -92,7 +92,7 @@ def test_spec_augment_masks_training_features_only(manifest, tmp_path):
 
 def test_features_are_cached_and_reused(manifest, tmp_path, monkeypatch):
     make_datamodule(manifest, tmp_path)
-    assert list((tmp_path / "cache" / "speech_features").glob("*.pt"))
+    assert list((tmp_path / "cache" / "store").glob("speech_features-*/manifest.json"))
 
     def fail(*args, **kwargs):
         raise AssertionError("audio read again despite the cache")
@@ -155,8 +155,8 @@ def test_audio_shorter_than_a_window_is_a_read_error(tmp_path):
 def test_feature_cache_is_keyed_by_every_front_end_setting(manifest, tmp_path):
     make_datamodule(manifest, tmp_path)
     make_datamodule(manifest, tmp_path, frontend=LogMelFrontEnd(n_mels=40, hop_ms=20.0))
-    files = list((tmp_path / "cache" / "speech_features").glob("*.pt"))
-    assert len(files) == 6  # three splits, each for both hops
+    stores = list((tmp_path / "cache" / "store").glob("speech_features-*/manifest.json"))
+    assert len(stores) == 6  # three splits, each for both hops
     slower = make_datamodule(manifest, tmp_path, frontend=LogMelFrontEnd(n_mels=40, hop_ms=20.0))
     faster = make_datamodule(manifest, tmp_path)
     assert slower.datasets["test"].lengths()[0] < faster.datasets["test"].lengths()[0]

@@ -108,14 +108,15 @@ def prepare_data(cfg: DictConfig, min_len: int, max_len: int) -> Data:
 
 def within(dataset: TranslationDataset, min_len: int, max_len: int) -> TranslationDataset:
     """The pairs of ``dataset`` with ``min_len`` to ``max_len`` tokens on both sides (target without bos/eos)."""
-    src, tgt = dataset.src.lengths, dataset.tgt.lengths
+    src, tgt = dataset.side_lengths("src"), dataset.side_lengths("tgt")
     keep = ((src >= min_len) & (src <= max_len) & (tgt >= min_len) & (tgt <= max_len)).nonzero().flatten().tolist()
-    return TranslationDataset(
-        src=[dataset.src[i] for i in keep],
-        tgt=[dataset.tgt[i] for i in keep],
-        sources=[dataset.sources[i] for i in keep],
-        references=[dataset.references[i] for i in keep],
-        ids=[dataset.ids[i] for i in keep],
+    examples = [dataset[i] for i in keep]
+    return TranslationDataset.from_pairs(
+        src=[e["src"] for e in examples],
+        tgt=[e["tgt"] for e in examples],
+        sources=[e["source"] for e in examples],
+        references=[e["reference"] for e in examples],
+        ids=[e["id"] for e in examples],
     )
 
 

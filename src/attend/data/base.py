@@ -1,4 +1,5 @@
-"""What the caption and speech data modules share: one target tokenizer, bucketed loaders, fixed examples."""
+"""What the translation, caption and speech data modules share: the source and its bad-sample policy, example
+stores, bucketed loaders, fixed examples for plots, and tokenizers saved in checkpoints."""
 
 from __future__ import annotations
 
@@ -25,15 +26,103 @@ def default_prepare_workers() -> int:
     return min(len(os.sched_getaffinity(0)), 8)
 
 
-class TargetTextDataModule(ReportsSkips, L.LightningDataModule):
+class StoreDataModule(ReportsSkips, L.LightningDataModule):
+    """A data module whose prepared examples live in example stores (``attend.data.store``).
+
+    Subclasses fill ``self.datasets`` (split -> a Dataset with ``lengths()``) in ``setup`` and write
+    ``_collate()``. Training batches hold examples of similar length: at most ``batch_size`` of them and, with
+    ``max_tokens``, at most that many padded length units (tokens, or feature frames for speech); validation and
+    test batches hold ``eval_batch_size`` examples, sorted by length (``max_tokens`` does not apply: nothing is
+    learned from them, and the same batches on every machine keep evaluation comparable). ``bucket=False``
+    draws training batches at random instead. Bad samples follow ``on_error`` (skip | raise) and
+    ``max_skip_fraction`` (see ``BadSamples``); ``skipped`` and ``skip_summary()`` give the counts.
+    Stores are prepared by ``prepare_workers`` processes (None: the CPU cores, at most 8).
+    """
+
+    def __init__(
+        self,
+        source,
+        batch_size: int,
+        eval_batch_size: int | None,
+        num_workers: int,
+        seed: int,
+        cache_dir: str | os.PathLike | None,
+        max_tokens: int | None = None,
+        on_error: str = "skip",
+        max_skip_fraction: float = 0.1,
+        prepare_workers: int | None = None,
+        bucket: bool = True,
+    ) -> None:
+        super().__init__()
+        self.bad_samples = BadSamples(on_error, max_skip_fraction)
+        self.source = source
+        self.share_policy(source)
+        self.batch_size = batch_size
+        self.eval_batch_size = eval_batch_size or batch_size
+        self.num_workers = num_workers
+        self.seed = seed
+        self.cache_dir = None if cache_dir is None else str(cache_dir)
+        self.max_tokens = max_tokens
+        self.prepare_workers = default_prepare_workers() if prepare_workers is None else prepare_workers
+        self.bucket = bucket
+        self.datasets: dict[str, Dataset] = {}
+
+    def store_folder(self, kind: str, *key_parts: Any) -> Path:
+        """Where the example store of ``kind`` for these settings lives (``attend.data.store``): keyed by the
+        source's class and ``settings()`` and ``key_parts``; a temporary folder without ``cache_dir``."""
+        return store_folder(self.cache_dir, kind, type(self.source).__name__, source_settings(self.source), *key_parts)
+
+    @property
+    def prepared(self) -> bool:
+        """Whether setup has run in this process: train.py sets up before fit, which prepares again."""
+        return bool(self.datasets)
+
+    def _collate(self):
+        raise NotImplementedError
+
+    # loaders ---------------------------------------------------------------------------------
+    def _loader(self, split: str, train: bool) -> DataLoader:
+        if split not in self.datasets:
+            raise RuntimeError("call setup() before asking for a dataloader")
+        dataset = self.datasets[split]
+        common: dict[str, Any] = {
+            "collate_fn": self._collate(),
+            "num_workers": self.num_workers,
+            "persistent_workers": self.num_workers > 0,
+        }
+        if train and not self.bucket:
+            return DataLoader(dataset, batch_size=self.batch_size, shuffle=True, **common)
+        batch_sampler = BucketBatchSampler(
+            dataset.lengths(),
+            batch_size=self.batch_size if train else self.eval_batch_size,
+            max_tokens=self.max_tokens if train else None,
+            shuffle=train,
+            seed=self.seed,
+        )
+        return DataLoader(dataset, batch_sampler=batch_sampler, **common)
+
+    def train_dataloader(self) -> DataLoader:
+        return self._loader("train", train=True)
+
+    def val_dataloader(self) -> DataLoader:
+        return self._loader("val", train=False)
+
+    def test_dataloader(self) -> DataLoader:
+        return self._loader("test", train=False)
+
+    def example_batch(self, count: int, split: str = "val") -> dict[str, Any]:
+        """The first ``count`` examples of a split as one batch (fixed examples for plots)."""
+        if split not in self.datasets:
+            raise RuntimeError("call setup() before asking for examples")
+        dataset = self.datasets[split]
+        return self._collate()([dataset[i] for i in range(min(count, len(dataset)))])
+
+
+class TargetTextDataModule(StoreDataModule):
     """A data module whose only text is the target (captions, transcripts) and whose source is read as is.
 
-    Subclasses fill ``self.loaded`` (split -> what ``_encode_splits`` tokenizes) and ``self.datasets``
-    (split -> a Dataset with ``lengths()``), and write ``_collate()`` and ``_encode_splits()``.
-    Batches hold examples of similar length: at most ``batch_size`` of them (``eval_batch_size``
-    for validation and test) and, with ``max_tokens``, at most that many padded length units.
-    Bad samples follow ``on_error`` (skip | raise) and ``max_skip_fraction`` (see ``BadSamples``);
-    ``skipped`` and ``skip_summary()`` give the counts.
+    Subclasses fill ``self.loaded`` (split -> what ``_encode_splits`` tokenizes) and ``self.datasets``, and write
+    ``_collate()`` and ``_encode_splits()``.
     """
 
     def __init__(
@@ -50,20 +139,12 @@ class TargetTextDataModule(ReportsSkips, L.LightningDataModule):
         max_skip_fraction: float = 0.1,
         prepare_workers: int | None = None,
     ) -> None:
-        super().__init__()
-        self.prepare_workers = default_prepare_workers() if prepare_workers is None else prepare_workers
-        self.bad_samples = BadSamples(on_error, max_skip_fraction)
-        self.source = source
-        self.share_policy(source)
+        super().__init__(
+            source, batch_size, eval_batch_size, num_workers, seed, cache_dir, max_tokens=max_tokens,
+            on_error=on_error, max_skip_fraction=max_skip_fraction, prepare_workers=prepare_workers,
+        )
         self.tokenizer = tokenizer
-        self.batch_size = batch_size
-        self.eval_batch_size = eval_batch_size or batch_size
-        self.num_workers = num_workers
-        self.seed = seed
-        self.cache_dir = None if cache_dir is None else str(cache_dir)
-        self.max_tokens = max_tokens
         self.loaded: dict[str, tuple] = {}
-        self.datasets: dict[str, Dataset] = {}
         self._splits: dict[str, list] | None = None
 
     def source_splits(self) -> dict[str, list]:
@@ -72,61 +153,11 @@ class TargetTextDataModule(ReportsSkips, L.LightningDataModule):
             self._splits = self.source.splits()
         return self._splits
 
-    def store_folder(self, kind: str, *key_parts: Any) -> Path:
-        """Where the example store of ``kind`` for these settings lives (``attend.data.store``): keyed by the
-        source's class and ``settings()`` and ``key_parts``; a temporary folder without ``cache_dir``."""
-        return store_folder(self.cache_dir, kind, type(self.source).__name__, source_settings(self.source), *key_parts)
-
-    @property
-    def prepared(self) -> bool:
-        """Whether setup has run in this process: train.py sets up before fit, which prepares again."""
-        return bool(self.datasets)
-
-    def _collate(self):
-        raise NotImplementedError
-
     def _encode_splits(self) -> None:
         raise NotImplementedError
 
-    # loaders ---------------------------------------------------------------------------------
-    def _loader(self, split: str, train: bool) -> DataLoader:
-        if split not in self.datasets:
-            raise RuntimeError("call setup() before asking for a dataloader")
-        dataset = self.datasets[split]
-        batch_sampler = BucketBatchSampler(
-            dataset.lengths(),
-            batch_size=self.batch_size if train else self.eval_batch_size,
-            max_tokens=self.max_tokens,
-            shuffle=train,
-            seed=self.seed,
-        )
-        return DataLoader(
-            dataset,
-            batch_sampler=batch_sampler,
-            collate_fn=self._collate(),
-            num_workers=self.num_workers,
-            persistent_workers=self.num_workers > 0,
-        )
-
-    def train_dataloader(self) -> DataLoader:
-        return self._loader("train", train=True)
-
-    def val_dataloader(self) -> DataLoader:
-        return self._loader("val", train=False)
-
-    def test_dataloader(self) -> DataLoader:
-        return self._loader("test", train=False)
-
-    # what the model and plots need -----------------------------------------------------------
     def tokenizers(self) -> dict[str, Tokenizer]:
         return {"target": self.tokenizer}
-
-    def example_batch(self, count: int, split: str = "val") -> dict[str, Any]:
-        """The first ``count`` examples of a split as one batch (fixed examples for plots)."""
-        if split not in self.datasets:
-            raise RuntimeError("call setup() before asking for examples")
-        dataset = self.datasets[split]
-        return self._collate()([dataset[i] for i in range(min(count, len(dataset)))])
 
     # checkpoint ------------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:

@@ -9,21 +9,20 @@ from typing import Any
 
 from torch import nn
 
-from attend.data.audio import AudioReadError, Utterance, audio_duration
-from attend.data.audio.dataset import SpeechCollate, SpeechDataset, compute_features
-from attend.data.audio.feature_cache import load_features
+from attend.data.audio import Utterance
+from attend.data.audio.dataset import SpeechCollate, SpeechDataset, StoredFeatures, compute_features
+from attend.data.audio.feature_store import duration_store, feature_store, report_skips
 from attend.data.base import TargetTextDataModule
-from attend.data.cache import read_each
+from attend.data.store import ExampleStore
 from attend.data.tokenizers.tokenizer import Tokenizer
 from attend.plots import Spectrogram
 
 log = logging.getLogger("attend.data")
 
 
-def with_duration(utterance: Utterance) -> Utterance:
-    """The utterance with its duration (the source's, else the header's); the header is read either way,
-    so a missing or corrupt file is skipped at start-up rather than failing mid-epoch."""
-    header_seconds = audio_duration(utterance.path)
+def with_duration(utterance: Utterance, header_seconds: float) -> Utterance:
+    """The utterance with its duration: the source's, else the header's (read once, into the durations store,
+    so a missing or corrupt file is skipped at start-up rather than failing mid-epoch)."""
     return replace(utterance, duration=utterance.duration if utterance.duration is not None else header_seconds)
 
 
@@ -36,7 +35,9 @@ class SpeechDataModule(TargetTextDataModule):
     ``max_duration`` seconds, with an empty transcript or one over ``max_transcript_chars`` characters,
     are bad samples: skipped and counted (``on_error``, ``max_skip_fraction``); SpecAugment
     (``spec_augment``, null for none) masks training features. With ``precompute`` the features of
-    every split are computed once (cached in ``cache_dir``); without, each step reads the audio.
+    every split are computed once by ``prepare_workers`` processes into a memory-mapped store in
+    ``cache_dir`` (on disk, not in RAM); without, each step reads the audio, and only the durations
+    (from the audio headers) are prepared once.
     Batches: ``src`` (B, N, n_mels), ``src_lengths`` (B,), ``tgt`` (B, T), ``ids``, ``sources`` (keys),
     ``references`` (transcripts).
     """
@@ -60,29 +61,28 @@ class SpeechDataModule(TargetTextDataModule):
         cache_dir: str | os.PathLike | None = None,
         on_error: str = "skip",
         max_skip_fraction: float = 0.1,
+        prepare_workers: int | None = None,
     ) -> None:
         super().__init__(
             source, tokenizer, batch_size, eval_batch_size, num_workers, seed, cache_dir, max_tokens=max_frames,
-            on_error=on_error, max_skip_fraction=max_skip_fraction,
+            on_error=on_error, max_skip_fraction=max_skip_fraction, prepare_workers=prepare_workers,
         )
         self.frontend = frontend
         self.spec_augment = spec_augment
         self.max_duration = max_duration
         self.max_transcript_chars = max_transcript_chars
         self.precompute = precompute
-        # self.loaded: split -> (utterances, features or None)
+        # self.loaded: split -> (utterances, StoredFeatures or None)
         self.dropped: dict[str, int] = {}  # training utterances dropped, by reason
 
     # data ------------------------------------------------------------------------------------
     def prepare_data(self) -> None:
-        """Build the corpus (espeak-ng synthesis) and cache every split's features once (local rank 0)."""
+        """Build the corpus (espeak-ng synthesis) and every split's store once (local rank 0): features with
+        ``precompute``, else durations. Its skips are reported by setup, which opens the stores."""
         if self.prepared:
             return
-        splits = self.source_splits()
-        if self.precompute and self.cache_dir is not None:
-            silent = self.bad_samples.cache_pass()  # setup reads the cache and reports the skips
-            for name, utterances in splits.items():
-                load_features(self.source, utterances, self.frontend, self.cache_dir, silent, name)
+        for utterances in self.source_splits().values():
+            self._store(utterances)
 
     def setup(self, stage: str | None = None) -> None:
         """Read splits and features, filter training utterances, fit the tokenizer, tokenize (idempotent)."""
@@ -100,27 +100,33 @@ class SpeechDataModule(TargetTextDataModule):
         )
         self.bad_samples.log_summary()
 
-    def _load(self, split: str, utterances: list[Utterance]) -> tuple[list[Utterance], list | None]:
-        """Utterances whose audio can be read, with their features when precomputed, else their durations."""
-        if not self.precompute:
-            timed = read_each(
-                utterances, with_duration, AudioReadError, "utterance", self.bad_samples, split, "corrupt audio"
-            )
-            return timed[0], None
-        features, kept = load_features(
-            self.source, utterances, self.frontend, self.cache_dir, self.bad_samples, split
-        )
-        return [utterances[i] for i in kept], features
+    def _store(self, utterances: list[Utterance]) -> ExampleStore:
+        """The split's feature store (``precompute``) or durations store, opened, or prepared when missing."""
+        keys = [u.key for u in utterances]
+        if self.precompute:
+            folder = self.store_folder("speech_features", self.frontend.settings(), keys)
+            return feature_store(folder, utterances, self.frontend, self.prepare_workers)
+        return duration_store(self.store_folder("speech_durations", keys), utterances, self.prepare_workers)
 
-    def _duration(self, utterance: Utterance, features) -> float:
-        if features is not None:
-            return features.size(0) * self.frontend.hop_seconds
+    def _load(self, split: str, utterances: list[Utterance]) -> tuple[list[Utterance], StoredFeatures | None]:
+        """Utterances whose audio can be read, with their stored features when precomputed, else their durations."""
+        store = self._store(utterances)
+        report_skips(store, utterances, self.bad_samples, split)
+        kept = store.column("index").tolist()
+        if not self.precompute:
+            seconds = store.column("duration").tolist()
+            return [with_duration(utterances[i], s) for i, s in zip(kept, seconds, strict=True)], None
+        return [utterances[i] for i in kept], StoredFeatures(store)
+
+    def _duration(self, utterance: Utterance, frames: int | None) -> float:
+        if frames is not None:
+            return frames * self.frontend.hop_seconds
         return utterance.duration or 0.0
 
-    def _filter_train(self, utterances: list[Utterance], features: list | None):
+    def _filter_train(self, utterances: list[Utterance], features: StoredFeatures | None):
         """Training utterances that are too long or have no usable transcript are bad samples (skipped)."""
-        def reason(utterance: Utterance, feature) -> tuple[str, str] | None:
-            seconds = self._duration(utterance, feature)
+        def reason(utterance: Utterance, frames: int | None) -> tuple[str, str] | None:
+            seconds = self._duration(utterance, frames)
             if self.max_duration is not None and seconds > self.max_duration:
                 return f"over {self.max_duration} s", (
                     f"{seconds:.1f} s of audio, over data.max_duration={self.max_duration} (raise it to keep it)"
@@ -138,14 +144,14 @@ class SpeechDataModule(TargetTextDataModule):
         keep = []
         self.dropped = {}
         for index, utterance in enumerate(utterances):
-            why = reason(utterance, None if features is None else features[index])
+            why = reason(utterance, None if features is None else int(features.frames[index]))
             if why is None:
                 keep.append(index)
                 continue
             self.dropped[why[0]] = self.dropped.get(why[0], 0) + 1
             self.bad_samples.skip("train", "length", f"utterance {utterance.key} ({utterance.path})", *why)
         self.bad_samples.end("train", "length", len(utterances), "utterances")
-        kept_features = None if features is None else [features[i] for i in keep]
+        kept_features = None if features is None else features.subset(keep)
         return [utterances[i] for i in keep], kept_features
 
     def _encode_splits(self) -> None:

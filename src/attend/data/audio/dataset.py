@@ -5,20 +5,48 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 import torch
 from torch import Tensor, nn
 from torch.utils.data import Dataset
 
 from attend.data.audio import AudioReadError, Utterance, read_audio
 from attend.data.collate import Ragged, TargetCollate
+from attend.data.store import ExampleStore
+
+
+class StoredFeatures:
+    """Precomputed features of some rows of a feature store (``attend.data.audio.feature_store``), read one at a
+    time from the memory-mapped shards: only row numbers and frame counts live in RAM, never the features.
+
+    ``features[i]`` is row ``rows[i]``'s (frames, n_mels) float32 tensor (a copy, so callers may write to it);
+    ``frames[i]`` its frame count. Pickles as the store's folder: loader workers map the files themselves.
+    """
+
+    def __init__(self, store: ExampleStore, rows: Sequence[int] | np.ndarray | None = None) -> None:
+        self.store = store
+        self.rows = np.arange(len(store), dtype=np.int64) if rows is None else np.asarray(rows, dtype=np.int64)
+        self.frames = store.column("frames").astype(np.int64)[self.rows]  # (n,)
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __getitem__(self, index: int) -> Tensor:
+        row, frames = int(self.rows[index]), int(self.frames[index])  # IndexError past the end ends iteration
+        half = np.frombuffer(self.store.buffer("features", row), dtype=np.float16).reshape(frames, -1)  # (N, F)
+        return torch.from_numpy(half.astype(np.float32))  # (N, F), copied out of the mapped file
+
+    def subset(self, keep: Sequence[int]) -> StoredFeatures:
+        """The features at positions ``keep`` (of this selection)."""
+        return StoredFeatures(self.store, self.rows[np.asarray(keep, dtype=np.int64)])
 
 
 class SpeechDataset(Dataset):
     """One example per utterance: features (frames, n_mels), transcript ids, key and reference text.
 
-    ``features`` holds precomputed features (float16, one tensor per utterance) or is None, and
-    then every access reads the audio and runs ``frontend`` (corpora too large to keep in memory:
-    use DataLoader workers). ``augment`` (SpecAugment) draws fresh masks at every access.
+    ``features`` gives precomputed features from a memory-mapped store (``StoredFeatures``, in the order of
+    ``utterances``) or is None, and then every access reads the audio and runs ``frontend`` (use DataLoader
+    workers). ``augment`` (SpecAugment) draws fresh masks at every access.
     """
 
     def __init__(
@@ -26,7 +54,7 @@ class SpeechDataset(Dataset):
         utterances: list[Utterance],
         targets: Sequence[Sequence[int]],
         frontend: nn.Module,
-        features: list[Tensor] | None = None,
+        features: StoredFeatures | None = None,
         augment: nn.Module | None = None,
     ) -> None:
         if len(utterances) != len(targets) or (features is not None and len(features) != len(utterances)):
@@ -43,7 +71,7 @@ class SpeechDataset(Dataset):
     def __getitem__(self, index: int) -> dict[str, Any]:
         utterance = self.utterances[index]
         if self.features is not None:
-            features = self.features[index].float()  # (N, F)
+            features = self.features[index]  # (N, F) float32
         else:
             features = compute_features(self.frontend, utterance.path)
         if self.augment is not None:
@@ -57,9 +85,9 @@ class SpeechDataset(Dataset):
         }
 
     def lengths(self) -> Tensor:
-        """Bucketing length per example: feature frames (from the features, else from the duration)."""
+        """Bucketing length per example: feature frames (from the store, else from the duration)."""
         if self.features is not None:
-            return torch.tensor([f.size(0) for f in self.features], dtype=torch.long)
+            return torch.from_numpy(self.features.frames.copy())  # (n,) int64
         rate = self.frontend.sample_rate
         return torch.tensor(
             [self.frontend.num_frames(int((u.duration or 0.0) * rate)) for u in self.utterances], dtype=torch.long

@@ -8,17 +8,19 @@ from typing import Any
 
 import numpy as np
 
+from attend.data.bad_samples import BadSamples
 from attend.data.base import TargetTextDataModule
 from attend.data.images import ImageCaption, read_rgb
 from attend.data.images.dataset import CaptionCollate, CaptionDataset
 from attend.data.images.pixels import (
-    LoadedImages,
     denormalize,
+    image_key,
+    image_store,
     image_transform,
-    load_pixels,
     square_resize,
     to_uint8_tensor,
 )
+from attend.data.store import ExampleStore
 from attend.data.tokenizers.tokenizer import Tokenizer
 from attend.data.unseen import caption_set, is_unseen
 
@@ -26,8 +28,9 @@ log = logging.getLogger("attend.data")
 
 
 class CaptionDataModule(TargetTextDataModule):
-    """Records from ``source`` (``splits()`` and ``load_image(record)``), images cached as uint8
-    ``image_size`` squares, captions tokenized by ``tokenizer`` (fitted on training captions).
+    """Records from ``source`` (``splits()`` and ``load_image(record)``), images kept as uint8 ``image_size``
+    squares in the example store (``image_store``: prepared once by ``prepare_workers`` processes, memory-mapped
+    by every loader worker), captions tokenized by ``tokenizer`` (fitted on training captions).
 
     Training has one example per (image, caption) pair, so an image with five captions is seen
     five times an epoch with a different target each time; validation and test have one example
@@ -59,29 +62,31 @@ class CaptionDataModule(TargetTextDataModule):
         cache_dir: str | os.PathLike | None = None,
         on_error: str = "skip",
         max_skip_fraction: float = 0.1,
+        prepare_workers: int | None = None,
     ) -> None:
         super().__init__(
             source, tokenizer, batch_size, eval_batch_size, num_workers, seed, cache_dir,
-            on_error=on_error, max_skip_fraction=max_skip_fraction,
+            on_error=on_error, max_skip_fraction=max_skip_fraction, prepare_workers=prepare_workers,
         )
         self.image_size = image_size
         self.augment = augment
         self.hflip = hflip
         self.max_target_len = max_target_len
-        # self.loaded: split -> (LoadedImages, records whose image could be read)
+        # self.loaded: split -> (its image store, records whose image could be read: one per store row)
         self.dropped = 0  # training captions dropped by the length filter
 
     # data ------------------------------------------------------------------------------------
     def prepare_data(self) -> None:
-        """Read and cache every split's images once (local rank 0); without a cache ``setup`` reads them."""
-        if self.cache_dir is None or self.prepared:
-            return  # reading here too would read every image twice
-        silent = self.bad_samples.cache_pass()  # setup reads the cache and reports the skips
+        """Prepare every split's image store once (local rank 0, or the first of several jobs); ``setup`` opens
+        them. Without ``cache_dir`` the stores are this process's temporary ones, which setup opens as well."""
+        if self.prepared:
+            return
+        silent = self.bad_samples.cache_pass()  # setup opens the stores and reports their skips
         for name, records in self.source_splits().items():
-            load_pixels(self.source, records, self.image_size, self.cache_dir, silent, name)
+            self._store(name, records, silent)
 
     def setup(self, stage: str | None = None) -> None:
-        """Read splits and cached images, fit the tokenizer on training captions, tokenize (idempotent)."""
+        """Read splits and open their image stores, fit the tokenizer on training captions, tokenize (idempotent)."""
         if self.datasets:
             return
         self.loaded = {name: self._load(name, records) for name, records in self.source_splits().items()}
@@ -100,14 +105,20 @@ class CaptionDataModule(TargetTextDataModule):
         for name, (images, records) in self.loaded.items():
             self.datasets[name] = self._encode(images, records, train=name == "train", training=training)
 
-    def _load(self, split: str, records: list[ImageCaption]):
-        images = load_pixels(self.source, records, self.image_size, self.cache_dir, self.bad_samples, split)
-        return images, [records[i] for i in images.kept]
+    def _store(self, split: str, records: list[ImageCaption], bad_samples: BadSamples) -> ExampleStore:
+        """A split's image store (prepared when missing), its skips told to ``bad_samples``."""
+        folder = self.store_folder("images", *image_key(self.source, records, self.image_size))
+        return image_store(self.source, records, self.image_size, folder, self.prepare_workers, bad_samples, split)
+
+    def _load(self, split: str, records: list[ImageCaption]) -> tuple[ExampleStore, list[ImageCaption]]:
+        """The split's store and the records whose image it holds, in store row order."""
+        store = self._store(split, records, self.bad_samples)
+        return store, [records[int(i)] for i in store.column("index")]
 
     def _encode(
-        self, images: LoadedImages, records: list[ImageCaption], train: bool, training: frozenset[str] = frozenset()
+        self, store: ExampleStore, records: list[ImageCaption], train: bool, training: frozenset[str] = frozenset()
     ) -> CaptionDataset:
-        rows, texts = [], []  # (image index, caption ids, references, key, objects); the caption of each row
+        rows, texts = [], []  # (store row, caption ids, references, key, objects); the caption of each row
         for index, record in enumerate(records):
             references = list(record.captions)
             for caption in references if train else references[:1]:
@@ -118,10 +129,10 @@ class CaptionDataModule(TargetTextDataModule):
         columns = list(zip(*rows, strict=True)) if rows else [[]] * 5
         transform = image_transform(train, self.image_size, augment=self.augment, hflip=self.hflip)
         if train:
-            return CaptionDataset(images.pixels, *[list(c) for c in columns], transform=transform)
+            return CaptionDataset(store, *[list(c) for c in columns], transform=transform)
         return CaptionDataset(
-            images.pixels, *[list(c) for c in columns], transform=transform, masks=images.masks,
-            has_mask=images.has_mask, unseen=[is_unseen(references, training) for references in columns[2]],
+            store, *[list(c) for c in columns], transform=transform, masks=bool(store.meta["masked"]),
+            unseen=[is_unseen(references, training) for references in columns[2]],
         )
 
     def _drop_bad_captions(self, rows: list[tuple], texts: list[str]) -> list[tuple]:

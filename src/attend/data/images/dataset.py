@@ -5,64 +5,78 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import numpy as np
 import torch
 from torch import Tensor
 from torch.utils.data import Dataset
 
 from attend.data.collate import Ragged, TargetCollate
 from attend.data.images import SceneObject
+from attend.data.images.pixels import store_mask, store_pixels
+from attend.data.store import ExampleStore
 
 
 class CaptionDataset(Dataset):
-    """One example per (image, caption) pair: ``image_index[i]`` picks the pixels, ``captions[i]``
-    the ids of the caption to predict; ``references[i]`` holds every caption of that image.
+    """One example per (image, caption) pair: ``rows[i]`` picks the image's row of ``store`` (the split's image
+    store, ``attend.data.images.pixels.image_store``), ``captions[i]`` the ids of the caption to predict;
+    ``references[i]`` holds every caption of that image.
+
+    Pixels stay in the memory-mapped store and are copied out per example in ``__getitem__``, so loader workers
+    do that work and share one copy of the images (the page cache's); in RAM are only the rows, the caption ids
+    and the records' small fields.
     """
 
     def __init__(
         self,
-        pixels: Tensor,
-        image_index: Sequence[int],
+        store: ExampleStore,
+        rows: Sequence[int],
         captions: Sequence[Sequence[int]],
         references: list[list[str]],
         keys: list[str],
         objects: list[tuple[SceneObject, ...]],
         transform: Callable[[Tensor], Tensor],
-        masks: Tensor | None = None,
-        has_mask: Tensor | None = None,
+        masks: bool = False,
         unseen: Sequence[bool] | None = None,
     ) -> None:
-        if not len(image_index) == len(captions) == len(references) == len(keys) == len(objects):
-            raise ValueError("image_index, captions, references, keys and objects must have the same length")
-        self.pixels = pixels  # (N, 3, H, W) uint8, shared by the examples of one image
-        self.image_index = list(image_index)
+        if not len(rows) == len(captions) == len(references) == len(keys) == len(objects):
+            raise ValueError("rows, captions, references, keys and objects must have the same length")
+        self.store = store  # pickled by folder: a loader worker maps the files again instead of copying them
+        self.rows = np.asarray(rows, dtype=np.int64)  # (N,) store row of each example's image
         self.captions = Ragged(captions)
         self.references = references
         self.keys = keys
         self.objects = objects
         self.transform = transform
-        # evaluation only (the training crop and flip would move the object): (N, H, W) uint8 object masks of the
-        # images and (N,) bool whether each has one; per example whether no reference occurs in training
+        # evaluation only (the training crop and flip would move the object): whether examples carry the object
+        # masks of the store; per example whether no reference occurs in training
         self.masks = masks
-        self.has_mask = has_mask
-        if unseen is not None and len(unseen) != len(self.image_index):
+        if unseen is not None and len(unseen) != len(self.rows):
             raise ValueError("unseen must have one entry per example")
         self.unseen = None if unseen is None else list(unseen)
 
     def __len__(self) -> int:
-        return len(self.image_index)
+        return len(self.rows)
+
+    def pixels(self, index: int) -> Tensor:
+        """(3, H, W) uint8 of an example's image, as stored (before the transform)."""
+        return store_pixels(self.store, int(self.rows[index]))
+
+    def object_mask(self, index: int) -> Tensor | None:
+        """(H, W) uint8 object mask of an example's image (255: all object); None where it has none."""
+        return store_mask(self.store, int(self.rows[index]))
 
     def __getitem__(self, index: int) -> dict[str, Any]:
-        image = self.image_index[index]
         example = {
-            "image": self.transform(self.pixels[image]),
+            "image": self.transform(self.pixels(index)),
             "tgt": self.captions[index],
             "id": index,
             "source": self.keys[index],
             "reference": self.references[index],
             "objects": self.objects[index],
         }
-        if self.masks is not None:  # (H, W) float in [0, 1], None: the image has no mask
-            example["object_mask"] = self.masks[image].float() / 255.0 if bool(self.has_mask[image]) else None
+        if self.masks:  # (H, W) float in [0, 1], None: the image has no mask
+            mask = self.object_mask(index)
+            example["object_mask"] = None if mask is None else mask.float() / 255.0
         if self.unseen is not None:
             example["unseen"] = self.unseen[index]
         return example

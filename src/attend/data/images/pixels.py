@@ -1,23 +1,26 @@
-"""Images for captioning: read once, padded square, resized and cached as uint8 (with object masks where the
-source has them); v2 transforms per step."""
+"""Images for captioning: read once, padded square, resized and kept as uint8 rows of the example store (with
+object masks where the source has them), memory-mapped by every loader worker; v2 transforms per step."""
 
 from __future__ import annotations
 
 import logging
+import os
 from pathlib import Path
-from typing import NamedTuple
 
 import numpy as np
+import pyarrow as pa
 import torch
 from PIL import Image
 from torch import Tensor
 from torchvision.transforms import v2
 
 from attend.data.bad_samples import BadSamples
-from attend.data.cache import cache_file, cached_skips, load_or_rebuild, read_each, replay_skips, save_atomic
+from attend.data.cache import replay_skips
 from attend.data.images import ImageCaption, ImageReadError
+from attend.data.store import ExampleStore, Shard, prepared_store
 
 log = logging.getLogger("attend.data")
+SHARD_IMAGES = 512  # images a store shard: ~77 MB at 224 px, so a worker holds little and a resumed run loses little
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
 
@@ -47,74 +50,100 @@ def to_uint8_tensor(image: Image.Image) -> Tensor:
     return torch.from_numpy(np.asarray(image.convert("RGB"), dtype=np.uint8).copy()).permute(2, 0, 1)
 
 
-class LoadedImages(NamedTuple):
-    """A split's images as cached: the pixels, the indices of the records read, and their object masks."""
-
-    pixels: Tensor  # (N, 3, size, size) uint8
-    kept: list[int]  # index in the records of each of the N images
-    masks: Tensor | None = None  # (N, size, size) uint8, 255 on the object; None: the source has no masks
-    has_mask: Tensor | None = None  # (N,) bool: False where the image has no mask (opaque: its row of masks is 0)
-
-
 def has_masks(source) -> bool:
     """Whether ``source`` gives object masks: a ``load_mask(record)`` -> "L" image or None (Tux Paint's alpha)."""
     return callable(getattr(source, "load_mask", None))
 
 
-def load_pixels(
+def image_key(source, records: list[ImageCaption], size: int) -> list:
+    """What a split's image store depends on besides the source's settings: the size, the records, and whether
+    masks are kept (a store from before a source had masks is not read for one that has them)."""
+    return [size, [record.key for record in records], "object masks" if has_masks(source) else "no masks"]
+
+
+def image_store(
     source,
     records: list[ImageCaption],
     size: int,
-    cache_dir: str | None,
+    folder: Path,
+    workers: int = 0,
     bad_samples: BadSamples | None = None,
     split: str = "data",
-) -> LoadedImages:
-    """(N, 3, size, size) uint8 of the records whose image could be read, their indices, and object masks
-    letterboxed like the pixels when the source has them (``has_masks``).
+) -> ExampleStore:
+    """The images of ``records`` letterboxed to ``size`` squares, as rows of the example store in ``folder``
+    (prepared by ``workers`` processes when missing, unfinished or damaged; opened as is when finished).
 
-    Unreadable images (missing, corrupt) go to ``bad_samples``: skipped, named in a warning and
-    counted (or DataError with on_error=raise). With ``cache_dir`` the result and its skips are saved
-    under ``cache_dir/images`` keyed by the source's settings, the size, the records and whether masks
-    are kept (so caches from before masks are not read for a source with masks); a cached read
-    reports the same skips again, and a truncated or corrupt cache file is rebuilt with a warning.
+    Row r holds ``index`` (int64: the record's position in ``records``), ``pixels`` (3*size*size bytes, uint8
+    (3, size, size) in C order) and, for sources with masks (``has_masks``), ``mask`` (size*size bytes, null
+    where the image has none); ``meta`` holds ``size`` and ``masked``. Why a store and not one stacked tensor:
+    at COCO scale that tensor is ~17 GB in every process, while the mapped shards are one copy in the page cache.
+
+    Unreadable images (missing, corrupt) are left out of the store and recorded as its skips, which are told to
+    ``bad_samples`` on every call (so a cached start reports and counts them too; on_error=raise stops at the
+    first). None readable: ImageReadError.
     """
     masked = has_masks(source)
-    if not records:  # an empty split (n_test=0): nothing to read
-        empty = torch.empty((0, size, size), dtype=torch.uint8) if masked else None
-        return LoadedImages(torch.empty((0, 3, size, size), dtype=torch.uint8), [], empty,
-                            torch.empty(0, dtype=torch.bool) if masked else None)
-    path = None
-    if cache_dir is not None:
-        formats = ["object masks v1"] if masked else []
-        path = cache_file(cache_dir, "images", source, size, [r.key for r in records], *formats, label=f"{size}px")
 
-    def load(path: Path) -> tuple[LoadedImages, list] | None:
-        cached = torch.load(path, weights_only=True)  # truncated or overwritten: it raises
-        if masked and "has_mask" not in cached:
-            return None  # a file from before masks: read the images again
-        loaded = LoadedImages(cached["pixels"], cached["kept"], cached.get("masks"), cached.get("has_mask"))
-        return loaded, cached_skips(cached, records)
+    def prepare(chunk: list[ImageCaption], first: int) -> Shard:
+        return read_shard(source, chunk, first, size, masked)
 
-    def build() -> tuple[LoadedImages, list]:
-        read = lambda record: (
-            to_uint8_tensor(square_resize(source.load_image(record), size)),
-            read_mask(source, record, size) if masked else None,
-        )
-        images, kept, skipped = read_each(
-            records, read, ImageReadError, "image", bad_samples, split, corrupt="corrupt image"
-        )
-        loaded = LoadedImages(torch.stack([pixels for pixels, _ in images]), kept)  # (N, 3, size, size)
-        if masked:
-            masks = [mask for _, mask in images]
-            loaded = loaded._replace(
-                masks=torch.stack([torch.zeros(size, size, dtype=torch.uint8) if m is None else m for m in masks]),
-                has_mask=torch.tensor([m is not None for m in masks], dtype=torch.bool),
-            )
-        return loaded, skipped
+    chunks = -(-len(records) // SHARD_IMAGES)
+    store = prepared_store(
+        folder, records, prepare, SHARD_IMAGES, workers if chunks > 1 else 0,  # one shard: no processes to fork
+        meta={"size": size, "masked": masked}, describe=f"{split} images of {size} px",
+    )
+    report_skips(store, records, bad_samples, split)
+    return store
 
-    save = lambda built, path: save_atomic({**built[0]._asdict(), "skipped": built[1]}, path)
-    replay = lambda cached: replay_skips(bad_samples, split, cached[1], len(records), "image")
-    return load_or_rebuild(path, load, build, save, on_cached=replay)[0]
+
+def read_shard(source, chunk: list[ImageCaption], first: int, size: int, masked: bool) -> Shard:
+    """The store columns of consecutive records (``first``: the position of ``chunk[0]``); unreadable ones skipped."""
+    index, pixels, masks, skipped = [], [], [], []
+    for offset, record in enumerate(chunk):
+        try:
+            image = to_uint8_tensor(square_resize(source.load_image(record), size))  # (3, size, size) uint8
+            mask = read_mask(source, record, size) if masked else None  # (size, size) uint8 or None
+        except ImageReadError as problem:
+            skipped.append(image_skip(record, problem))
+            continue
+        index.append(first + offset)
+        pixels.append(image.numpy().tobytes())  # C order of the (3, size, size) view, whatever its strides
+        masks.append(None if mask is None else mask.numpy().tobytes())
+    columns = {"index": pa.array(index, type=pa.int64()), "pixels": pa.array(pixels, type=pa.binary())}
+    if masked:
+        columns["mask"] = pa.array(masks, type=pa.binary())
+    return Shard(columns, skipped)
+
+
+def image_skip(record: ImageCaption, problem: Exception) -> tuple[str, str, str]:
+    """(key, reason, problem) of an unreadable image: "missing file" if it does not exist, else "corrupt image"."""
+    path = record.path
+    reason = "missing file" if path and not os.path.exists(path) else "corrupt image"
+    return str(path or record.key), reason, str(problem)
+
+
+def report_skips(store: ExampleStore, records: list, bad_samples: BadSamples | None, split: str) -> None:
+    """Tell ``bad_samples`` what the store skipped; a split of records none of whose images could be read is
+    refused (after naming them, or at the first with on_error=raise) whatever ``max_skip_fraction`` says."""
+    if records and not len(store):
+        policy = bad_samples if bad_samples is not None else BadSamples()
+        naming = BadSamples(policy.on_error, 1.0, quiet=policy.quiet)  # its end() must not stop with a DataError
+        replay_skips(naming, split, store.skipped, len(records), "image")
+        raise ImageReadError(f"none of the {len(records)} images of the {split} split could be read (see the warnings)")
+    replay_skips(bad_samples, split, store.skipped, len(records), "image")
+
+
+def store_pixels(store: ExampleStore, row: int) -> Tensor:
+    """(3, size, size) uint8 of one row of an image store, copied out of the mapped file (writable, own memory)."""
+    size = store.meta["size"]
+    return torch.from_numpy(store.buffer("pixels", row).copy()).view(3, size, size)
+
+
+def store_mask(store: ExampleStore, row: int) -> Tensor | None:
+    """(size, size) uint8 object mask of one row of an image store; None where its image has none."""
+    mask = store.buffer("mask", row)
+    size = store.meta["size"]
+    return None if mask is None else torch.from_numpy(mask.copy()).view(size, size)
 
 
 def read_mask(source, record: ImageCaption, size: int) -> Tensor | None:

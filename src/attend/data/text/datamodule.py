@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import logging
 import os
+import pickle
+from collections.abc import Iterable, Iterator
 from typing import Any, Protocol
 
-import lightning as L
-from torch.utils.data import DataLoader
-
-from attend.data.bad_samples import BadSamples, ReportsSkips
-from attend.data.bucketing import BucketBatchSampler
-from attend.data.splitting import Pair
-from attend.data.text.dataset import TranslationCollate, TranslationDataset
+from attend.data.base import StoreDataModule
+from attend.data.splitting import SPLITS, Pair
+from attend.data.store import ExampleStore, Shard, prepared_store
+from attend.data.text.dataset import TranslationCollate, TranslationDataset, pair_columns
 from attend.data.tokenizers.tokenizer import Tokenizer, tokenizer_from_state
 
 log = logging.getLogger("attend.data")
@@ -28,7 +29,7 @@ class PairSource(Protocol):
     def splits(self) -> dict[str, list[Pair]]: ...
 
 
-class TranslationDataModule(ReportsSkips, L.LightningDataModule):
+class TranslationDataModule(StoreDataModule):
     """Pairs from ``source``, tokenized once; bucketed train batches, length-sorted val/test.
 
     ``src_tokenizer``/``tgt_tokenizer`` are tokenizer objects (Hydra instantiates them); unfitted
@@ -42,7 +43,8 @@ class TranslationDataModule(ReportsSkips, L.LightningDataModule):
     bos/eos) or with an empty side are dropped; val/test keep every pair, since they are scored on
     raw text. Dropped pairs, and lines a source cannot use, are bad samples: skipped and counted, or
     an error, by ``on_error`` (skip | raise) and ``max_skip_fraction`` (``skipped``, ``skip_summary()``).
-    ``max_tokens`` caps padded tokens per train batch.
+    ``max_tokens`` caps padded tokens per train batch. Tokenized pairs live in one example store per split
+    (``attend.data.store``), prepared once by ``prepare_workers`` processes in shards of ``shard_size`` pairs.
     Batches: ``src`` (B, S), ``src_lengths`` (B,), ``tgt`` (B, T) = bos + ids + eos,
     ``tgt_lengths`` (B,) (bos/eos included), ``ids`` (B,) positions in the split as read,
     ``sources`` and ``references`` (raw text); val/test batches of a source with ``alignments``
@@ -68,27 +70,21 @@ class TranslationDataModule(ReportsSkips, L.LightningDataModule):
         tokenizer_states: dict[str, dict[str, Any]] | None = None,
         on_error: str = "skip",
         max_skip_fraction: float = 0.1,
+        prepare_workers: int | None = None,
+        shard_size: int = 20000,
     ) -> None:
-        super().__init__()
-        self.bad_samples = BadSamples(on_error, max_skip_fraction)
-        self.source = source
-        self.share_policy(source)
+        super().__init__(
+            source, batch_size, eval_batch_size, num_workers, seed, cache_dir, max_tokens=max_tokens,
+            on_error=on_error, max_skip_fraction=max_skip_fraction, prepare_workers=prepare_workers, bucket=bucket,
+        )
         self.src_tokenizer = src_tokenizer
         self.tgt_tokenizer = tgt_tokenizer
-        self.batch_size = batch_size
-        self.eval_batch_size = eval_batch_size or batch_size
-        self.max_tokens = max_tokens
         self.max_source_len = max_source_len
         self.max_target_len = max_target_len
-        self.num_workers = num_workers
-        self.bucket = bucket
-        self.seed = seed
-        self.cache_dir = None if cache_dir is None else str(cache_dir)
-        self.splits: dict[str, list[Pair]] | None = None
-        self.alignments: dict[str, list] = {}  # val/test reference-to-source spans, when the source knows them
-        self.train_dataset: TranslationDataset | None = None
-        self.val_dataset: TranslationDataset | None = None
-        self.test_dataset: TranslationDataset | None = None
+        self.shard_size = shard_size
+        self.splits: dict[str, list[Pair]] | None = None  # the source's pairs, when a store had to be prepared
+        self.stores: dict[str, ExampleStore] = {}
+        self.source_read: set[str] = set()  # splits this process read from the source (and reported the skips of)
         self.dropped = 0  # training pairs dropped by the length filter
         if tokenizer_states is not None:
             self.load_state_dict(tokenizer_states)
@@ -104,43 +100,16 @@ class TranslationDataModule(ReportsSkips, L.LightningDataModule):
 
     # data ------------------------------------------------------------------------------------
     def prepare_data(self) -> None:
-        """Build the source's cache and train cached tokenizers once (local rank 0)."""
-        self._fit_tokenizers(self._read_splits()["train"])
+        """Prepare the example store of every split once (local rank 0; other processes wait and reuse it)."""
+        self._open_stores()
 
     def setup(self, stage: str | None = None) -> None:
-        """Read splits, fit unfitted tokenizers on train, tokenize every split once (idempotent)."""
-        if self.train_dataset is not None:
+        """Open (preparing first, if needed) every split's store; tokenizers fitted on train come with it."""
+        if self.datasets:
             return
-        self._read_splits()
-        self.alignments = self._source_alignments()
-        self._fit_tokenizers(self.splits["train"])
-        self._encode_splits()
-
-    def _read_splits(self) -> dict[str, list[Pair]]:
-        """The source's splits, read once: train.py and Lightning both call prepare_data and setup."""
-        if self.splits is None:
-            self.splits = self.source.splits()
-        return self.splits
-
-    def _source_alignments(self) -> dict[str, list]:
-        """Val/test alignments for attention metrics (AlignmentError), from sources that have ``alignments``."""
-        if not hasattr(self.source, "alignments"):
-            return {}
-        return {split: self.source.alignments(split) for split in ("val", "test")}
-
-    def _fit_tokenizers(self, train: list[Pair]) -> None:
-        for tokenizer, side in ((self.src_tokenizer, 0), (self.tgt_tokenizer, 1)):
-            if tokenizer.is_fitted:
-                continue
-            if self.cache_dir is not None and getattr(tokenizer, "cache_dir", "") is None:
-                tokenizer.cache_dir = self.cache_dir
-            tokenizer.fit([pair[side] for pair in train])
-
-    def _encode_splits(self) -> None:
-        assert self.splits is not None
-        self.train_dataset = self._encode(self.splits["train"], filter_long=True)
-        self.val_dataset = self._encode(self.splits["val"], filter_long=False, alignments=self.alignments.get("val"))
-        self.test_dataset = self._encode(self.splits["test"], filter_long=False, alignments=self.alignments.get("test"))
+        self._open_stores()
+        self.datasets = {split: TranslationDataset(self.stores[split]) for split in SPLITS}
+        self._report_skips()
         log.info(
             "pairs: train %d, val %d, test %d; vocab: source %d, target %d",
             len(self.train_dataset),
@@ -151,41 +120,124 @@ class TranslationDataModule(ReportsSkips, L.LightningDataModule):
         )
         self.bad_samples.log_summary()
 
-    def _encode(self, pairs: list[Pair], filter_long: bool, alignments: list | None = None) -> TranslationDataset:
-        src = [self.src_tokenizer.encode(s) for s, _ in pairs]
-        tgt = [self.tgt_tokenizer.encode(t) for _, t in pairs]
-        keep = self._drop_bad_pairs(pairs, src, tgt) if filter_long else range(len(pairs))
-        return TranslationDataset(
-            src=[src[i] for i in keep],
-            tgt=[tgt[i] for i in keep],
-            sources=[pairs[i][0] for i in keep],
-            references=[pairs[i][1] for i in keep],
-            ids=list(keep),
-            alignments=None if alignments is None else [alignments[i] for i in keep],
-        )
+    def _open_stores(self) -> None:
+        """``self.stores``: split -> ExampleStore, keyed by the source, the tokenizers and the length limits.
 
-    def _drop_bad_pairs(self, pairs: list[Pair], src: list[list[int]], tgt: list[list[int]]) -> list[int]:
-        """Indices of the training pairs to keep; an empty side or one over its length limit is a bad sample."""
+        A finished store is opened without reading the source; otherwise the source is read, unfitted
+        tokenizers are fitted on its training split, and the pairs are tokenized in ``prepare_workers``
+        processes. The fitted tokenizers are kept in the stores, so a later start takes them from there.
+        """
+        if self.stores:
+            return
+        key = (text_source_key(self.source), self._tokenizer_key(), self.max_source_len, self.max_target_len)
+        for split in SPLITS:
+            store = prepared_store(
+                self.store_folder("text", split, *key),
+                self._pair_rows(split),
+                self._tokenize_chunk(split),
+                shard_size=self.shard_size,
+                workers=self.prepare_workers,
+                meta=lambda split=split: {"tokenizers": encode_state(self.state_dict()), **self._source_skips(split)},
+                describe=f"{split} pairs",
+            )
+            self.stores[split] = store
+            if not (self.src_tokenizer.is_fitted and self.tgt_tokenizer.is_fitted):
+                self._use_tokenizers(decode_state(store.meta["tokenizers"]))
+
+    def _tokenizer_key(self) -> list[Any]:
+        """What the token ids depend on: a fitted tokenizer's whole state, else its class and settings."""
+        return [
+            hashlib.sha1(pickle.dumps(t.state_dict())).hexdigest() if t.is_fitted else [type(t).__name__, t._settings()]
+            for t in (self.src_tokenizer, self.tgt_tokenizer)
+        ]
+
+    def _pair_rows(self, split: str) -> Iterator[tuple[int, str, str, Any]]:
+        """(position, source, target, alignment) of a split's pairs, read (and the tokenizers fitted) only when
+        a store is prepared. A source with ``iter_split`` (ParallelText) is streamed, a line at a time, so a
+        corpus of millions of pairs never sits in memory; the others give their splits as lists."""
+        if hasattr(self.source, "iter_split"):
+            self._fit_tokenizers(TrainingSide(self, 0), TrainingSide(self, 1))
+            pairs: Iterable[Pair] = self.source.iter_split(split)
+            self.source_read.add(split)
+        else:
+            splits = self._read_splits()
+            self._fit_tokenizers(*([pair[side] for pair in splits["train"]] for side in (0, 1)))
+            pairs = splits[split]
+        alignments = self.source.alignments(split) if hasattr(self.source, "alignments") and split != "train" else None
+        for index, (source, target) in enumerate(pairs):
+            yield index, source, target, None if alignments is None else alignments[index]
+
+    def _read_splits(self) -> dict[str, list[Pair]]:
+        """The source's splits, read once: train.py and Lightning both call prepare_data and setup."""
+        if self.splits is None:
+            self.splits = self.source.splits()
+            self.source_read.update(SPLITS)
+        return self.splits
+
+    def _fit_tokenizers(self, source_texts: Iterable[str], target_texts: Iterable[str]) -> None:
+        for tokenizer, texts in ((self.src_tokenizer, source_texts), (self.tgt_tokenizer, target_texts)):
+            if tokenizer.is_fitted:
+                continue
+            if self.cache_dir is not None and getattr(tokenizer, "cache_dir", "") is None:
+                tokenizer.cache_dir = self.cache_dir
+            tokenizer.fit(texts)
+
+    def _tokenize_chunk(self, split: str):
+        """What a preparation worker does with a chunk of pair rows: tokenize, and on train drop bad pairs."""
+        with_alignments = split != "train" and hasattr(self.source, "alignments")
+
+        def tokenize(rows: list[tuple[int, str, str, Any]], first: int) -> Shard:
+            kept, skipped = [], []
+            for index, source, target, alignment in rows:
+                src, tgt = self.src_tokenizer.encode(source), self.tgt_tokenizer.encode(target)
+                problem = self._length_problem(len(src), len(tgt)) if split == "train" else None
+                if problem is None:
+                    kept.append((index, src, tgt, source, target, alignment))
+                else:
+                    reason = "empty after tokenizing" if problem.startswith("empty") else "over the length limit"
+                    skipped.append((f"pair {index} ({source[:40]!r} -> {target[:40]!r})", reason, problem))
+            return Shard(pair_columns(kept, with_alignments), skipped)
+
+        return tokenize
+
+    def _source_skips(self, split: str) -> dict[str, Any]:
+        """What reading the source skipped in ``split`` (bad lines), kept in its store to report on later starts."""
+        policy = self.bad_samples
+        return {
+            "source_skips": [[s.stage, s.key, s.reason, s.problem] for s in policy.skips
+                             if s.split == split and s.stage != "length"],
+            "source_totals": {stage: list(total) for (name, stage), total in policy.totals.items()
+                              if name == split and stage != "length"},
+        }
+
+    def _report_skips(self) -> None:
+        """Tell the bad-sample policy what was skipped: bad source lines (when the source was not read in this
+        process: the stores remember them) and training pairs the store left out (every start)."""
+        for split, store in self.stores.items():
+            if split not in self.source_read:
+                self._replay_source_skips(split, store)
+        train = self.stores["train"]
         self.bad_samples.begin("train", "length")
-        keep = []
-        for i, (source, target) in enumerate(pairs):
-            problem = self._length_problem(len(src[i]), len(tgt[i]))
-            if problem is None:
-                keep.append(i)
-            else:
-                reason = "empty after tokenizing" if problem.startswith("empty") else "over the length limit"
-                key = f"pair {i} ({source[:40]!r} -> {target[:40]!r})"
-                self.bad_samples.skip("train", "length", key, reason, problem)
-        self.dropped = len(pairs) - len(keep)
+        for key, reason, problem in train.skipped:
+            self.bad_samples.skip("train", "length", key, reason, problem)
+        self.dropped = len(train.skipped)
         log.info(
             "dropped %d of %d training pairs (empty, or longer than %d source / %d target tokens)",
             self.dropped,
-            len(pairs),
+            train.items,
             self.max_source_len,
             self.max_target_len,
         )
-        self.bad_samples.end("train", "length", len(pairs), "pairs")
-        return keep
+        self.bad_samples.end("train", "length", train.items, "pairs")
+
+    def _replay_source_skips(self, split: str, store: ExampleStore) -> None:
+        recorded = store.meta.get("source_totals", {})
+        for stage in recorded:
+            self.bad_samples.begin(split, stage)
+        for stage, key, reason, problem in store.meta.get("source_skips", []):
+            self.bad_samples.skip(split, stage, key, reason, problem)
+        for stage, (total, unit) in recorded.items():
+            self.bad_samples.end(split, stage, total, unit)
 
     def _length_problem(self, source_tokens: int, target_tokens: int) -> str | None:
         """Why a training pair of these token counts is dropped, or None to keep it."""
@@ -197,34 +249,18 @@ class TranslationDataModule(ReportsSkips, L.LightningDataModule):
                 return f"{tokens} {side} tokens, over data.max_{side}_len={limit} (raise it to keep such pairs)"
         return None
 
-    # loaders ---------------------------------------------------------------------------------
-    def _loader(self, dataset: TranslationDataset | None, train: bool) -> DataLoader:
-        if dataset is None:
-            raise RuntimeError("call setup() before asking for a dataloader")
-        common: dict[str, Any] = {
-            "collate_fn": self._collate(),
-            "num_workers": self.num_workers,
-            "persistent_workers": self.num_workers > 0,
-        }
-        if train and not self.bucket:
-            return DataLoader(dataset, batch_size=self.batch_size, shuffle=True, **common)
-        batch_sampler = BucketBatchSampler(
-            dataset.lengths(),
-            batch_size=self.batch_size if train else self.eval_batch_size,
-            max_tokens=self.max_tokens if train else None,
-            shuffle=train,
-            seed=self.seed,
-        )
-        return DataLoader(dataset, batch_sampler=batch_sampler, **common)
+    # datasets by name (the base class keeps them by split) ----------------------------------
+    @property
+    def train_dataset(self) -> TranslationDataset | None:
+        return self.datasets.get("train")
 
-    def train_dataloader(self) -> DataLoader:
-        return self._loader(self.train_dataset, train=True)
+    @property
+    def val_dataset(self) -> TranslationDataset | None:
+        return self.datasets.get("val")
 
-    def val_dataloader(self) -> DataLoader:
-        return self._loader(self.val_dataset, train=False)
-
-    def test_dataloader(self) -> DataLoader:
-        return self._loader(self.test_dataset, train=False)
+    @property
+    def test_dataset(self) -> TranslationDataset | None:
+        return self.datasets.get("test")
 
     # what the model, plots and prediction need ---------------------------------------------
     def tokenizers(self) -> dict[str, Tokenizer]:
@@ -238,13 +274,6 @@ class TranslationDataModule(ReportsSkips, L.LightningDataModule):
     def _collate(self) -> TranslationCollate:
         tgt = self.tgt_tokenizer
         return TranslationCollate(self.src_tokenizer.pad_id, tgt.bos_id, tgt.eos_id)
-
-    def example_batch(self, count: int, split: str = "val") -> dict[str, Any]:
-        """The first ``count`` examples of a split as one batch (fixed examples for plots)."""
-        dataset = {"val": self.val_dataset, "test": self.test_dataset, "train": self.train_dataset}[split]
-        if dataset is None:
-            raise RuntimeError("call setup() before asking for examples")
-        return self._collate()([dataset[i] for i in range(min(count, len(dataset)))])
 
     def plot_source(self, batch: dict[str, Any], index: int) -> list[str]:
         """What an attention plot shows of one batch row's source: its readable tokens (axis labels)."""
@@ -271,12 +300,49 @@ class TranslationDataModule(ReportsSkips, L.LightningDataModule):
         }
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        """Use saved tokenizers; data already tokenized with other ones is tokenized again."""
-        if not state_dict:
+        """Use saved tokenizers; data already tokenized with other ones is tokenized again (other stores)."""
+        if not state_dict or state_dict == self.state_dict():
             return
-        if state_dict == self.state_dict():
-            return
+        self._use_tokenizers(state_dict)
+        if self.stores:
+            self.stores, self.datasets = {}, {}
+            self.setup()
+
+    def _use_tokenizers(self, state_dict: dict[str, Any]) -> None:
         self.src_tokenizer = tokenizer_from_state(state_dict["src_tokenizer"])
         self.tgt_tokenizer = tokenizer_from_state(state_dict["tgt_tokenizer"])
-        if self.splits is not None:
-            self._encode_splits()
+
+
+class TrainingSide:
+    """One side of the training pairs of a streaming source, re-read on every iteration (a tokenizer may read
+    its texts twice: SentencePiece hashes them, then trains); bad lines are skipped quietly here, since the
+    pass that fills the store reports them."""
+
+    def __init__(self, datamodule: TranslationDataModule, side: int) -> None:
+        self.source = datamodule.source
+        self.quiet = datamodule.bad_samples.cache_pass()
+        self.side = side
+
+    def __iter__(self) -> Iterator[str]:
+        policy, self.source.bad_samples = self.source.bad_samples, self.quiet
+        try:
+            for pair in self.source.iter_split("train"):
+                yield pair[self.side]
+        finally:
+            self.source.bad_samples = policy
+
+
+def text_source_key(source: PairSource) -> Any:
+    """What a text source's pairs depend on: its ``settings()``, else (a source without them) the pairs."""
+    if hasattr(source, "settings"):
+        return source.settings()
+    return hashlib.sha1(pickle.dumps(source.splits())).hexdigest()
+
+
+def encode_state(state: dict[str, Any]) -> str:
+    """Tokenizer states (which hold bytes) as text for a store's JSON manifest."""
+    return base64.b64encode(pickle.dumps(state)).decode("ascii")
+
+
+def decode_state(text: str) -> dict[str, Any]:
+    return pickle.loads(base64.b64decode(text))

@@ -103,6 +103,11 @@ class DatePairs:
                 train.append(written)
         return {"train": train, "val": val, "test": test}
 
+    def settings(self) -> dict:
+        """What the pairs depend on (example-store keys): the constructor arguments."""
+        return {"n_train": self.n_train, "n_val": self.n_val, "n_test": self.n_test, "seed": self.seed,
+                "locales": [str(locale) for locale in self.locales], "formats": self.formats}
+
     def splits(self) -> dict[str, list[Pair]]:
         """{"train", "val", "test"} -> (written date, ISO date) pairs."""
         return {name: [written.pair() for written in drawn] for name, drawn in self._draws().items()}

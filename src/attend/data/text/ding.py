@@ -89,6 +89,10 @@ class DingPairs:
         chosen = random.Random(self.seed).sample(range(len(phrases)), self.max_extra_phrases)
         return sentences + [phrases[i] for i in sorted(chosen)]
 
+    def settings(self) -> dict[str, Any]:
+        """What the pairs depend on (example-store keys): the dictionary file's identity and every option."""
+        return {**self._settings(), "direction": self.direction, "max_extra_phrases": self.max_extra_phrases}
+
     def _settings(self) -> dict[str, Any]:
         stat = self.path.stat()
         return {

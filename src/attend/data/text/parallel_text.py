@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from itertools import zip_longest
 from pathlib import Path
 
 from attend.data.bad_samples import BadSamples, DataError, DatasetMissingError
@@ -44,6 +46,17 @@ class ParallelText:
         """The file of ``split`` ("train", "val", "test") in ``lang``."""
         return self.root / f"{self.split_names[split]}.{lang}"
 
+    def settings(self) -> dict:
+        """What the pairs depend on (example-store keys): the options, and each file's size and modification time,
+        so an edited corpus is prepared again."""
+        files = {}
+        for split in self.split_names:
+            for lang in (self.src_lang, self.tgt_lang):
+                path = self.path(split, lang)
+                stat = path.stat() if path.is_file() else None
+                files[str(path.resolve())] = None if stat is None else [stat.st_size, stat.st_mtime_ns]
+        return {"src_lang": self.src_lang, "tgt_lang": self.tgt_lang, "splits": self.split_names, "files": files}
+
     def splits(self) -> dict[str, list[Pair]]:
         """{"train", "val", "test"} -> (source, target) pairs."""
         if not self.root.is_dir():
@@ -52,23 +65,34 @@ class ParallelText:
 
     def read_split(self, split: str) -> list[Pair]:
         """The pairs of one split, bad ones skipped (or an error, by the policy)."""
+        return list(self.iter_split(split))
+
+    def iter_split(self, split: str) -> Iterator[Pair]:
+        """The pairs of one split read line by line, so a corpus of any size streams through in constant memory;
+        bad ones skipped (or an error, by the policy), counted when the files end."""
         src_path, tgt_path = self.path(split, self.src_lang), self.path(split, self.tgt_lang)
-        src, tgt = decode_lines(src_path, self._how_to_get()), decode_lines(tgt_path, self._how_to_get())
-        if len(src) != len(tgt):
-            raise ParallelTextError(
-                f"{src_path} has {len(src)} lines but {tgt_path} has {len(tgt)}: they must be line-aligned"
-            )
+        for path in (src_path, tgt_path):
+            if not path.is_file():
+                raise DatasetMissingError(f"{path} not found. {self._how_to_get()}".strip())
         self.bad_samples.begin(split, "lines")
-        kept = []
-        for number, (s, t) in enumerate(zip(src, tgt, strict=True), start=1):
-            problem = line_problem(src_path, s, number) or line_problem(tgt_path, t, number)
-            if problem is None:
-                kept.append((s.strip(), t.strip()))
-            else:
-                self.bad_samples.skip(split, "lines", *problem)
-        self.skipped[split] = len(src) - len(kept)
-        self.bad_samples.end(split, "lines", len(src), "pairs")
-        return kept
+        kept = total = 0
+        with open(src_path, "rb") as src_file, open(tgt_path, "rb") as tgt_file:
+            for number, (s, t) in enumerate(zip_longest(src_file, tgt_file), start=1):
+                if s is None or t is None:
+                    raise ParallelTextError(
+                        f"{src_path} has {count_lines(src_path)} lines but {tgt_path} has {count_lines(tgt_path)}: "
+                        "they must be line-aligned"
+                    )
+                total = number
+                s, t = decode_line(s, number), decode_line(t, number)
+                problem = line_problem(src_path, s, number) or line_problem(tgt_path, t, number)
+                if problem is None:
+                    kept += 1
+                    yield s.strip(), t.strip()
+                else:
+                    self.bad_samples.skip(split, "lines", *problem)
+        self.skipped[split] = total - kept
+        self.bad_samples.end(split, "lines", total, "pairs")
 
     def _how_to_get(self) -> str:
         return HOW_TO_GET.format(root=self.root)
@@ -90,14 +114,21 @@ def decode_lines(path: Path, how_to_get: str = "") -> list[str | UnicodeDecodeEr
     is its UnicodeDecodeError, so the others stay usable and the bad one can be named."""
     if not path.is_file():
         raise DatasetMissingError(f"{path} not found. {how_to_get}".strip())
-    lines: list[str | UnicodeDecodeError] = []
     with open(path, "rb") as f:
-        for number, raw in enumerate(f, start=1):
-            try:
-                lines.append(raw.decode("utf-8-sig" if number == 1 else "utf-8", errors="strict").rstrip("\r\n"))
-            except UnicodeDecodeError as error:
-                lines.append(error)
-    return lines
+        return [decode_line(raw, number) for number, raw in enumerate(f, start=1)]
+
+
+def decode_line(raw: bytes, number: int) -> str | UnicodeDecodeError:
+    """One line without its end; a byte-order mark on line 1 is dropped; not valid UTF-8: the error."""
+    try:
+        return raw.decode("utf-8-sig" if number == 1 else "utf-8", errors="strict").rstrip("\r\n")
+    except UnicodeDecodeError as error:
+        return error
+
+
+def count_lines(path: Path) -> int:
+    with open(path, "rb") as f:
+        return sum(1 for _ in f)
 
 
 def read_lines(path: Path, how_to_get: str = "") -> list[str]:

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import hashlib
 import io
+import itertools
 import json
 import logging
 import os
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +31,10 @@ class SentencePieceTokenizer(Tokenizer):
     so it is a setting, not a machine property. ``hard_vocab_limit=False`` lets tiny corpora get
     fewer pieces than ``vocab_size`` instead of failing. ``normalization="identity"`` keeps every
     character (decode(encode(text)) == text, so hypotheses compare with raw references);
-    ``"nmt_nfkc"`` is SentencePiece's own default.
+    ``"nmt_nfkc"`` is SentencePiece's own default. ``fit`` reads ``texts`` as a stream, twice (hash, then
+    training; any re-iterable will do); SentencePiece keeps the sentences it trains on in memory, so a corpus
+    of more than ``max_sentences`` sentences trains on a seeded sample of that many (SentencePiece's
+    ``input_sentence_size``), which bounds the memory and time of fitting on corpora of millions of lines.
     """
 
     def __init__(
@@ -42,8 +47,10 @@ class SentencePieceTokenizer(Tokenizer):
         num_threads: int = 4,
         hard_vocab_limit: bool = True,
         normalization: str = "identity",
+        max_sentences: int = 300_000,
     ) -> None:
         super().__init__(lowercase=lowercase)
+        self.max_sentences = max_sentences
         self.requested_vocab_size = vocab_size
         self.model_type = model_type
         self.cache_dir = None if cache_dir is None else str(cache_dir)
@@ -70,37 +77,51 @@ class SentencePieceTokenizer(Tokenizer):
             "unk_id": UNK_ID,
         }
 
-    def cache_key(self, texts: list[str]) -> str:
+    def cache_key(self, texts: Iterable[str]) -> str:
         """Hash of the trainer settings and the (normalized) training text."""
+        return self._hash_and_count(texts)[0]
+
+    def _hash_and_count(self, texts: Iterable[str]) -> tuple[str, int]:
+        """The cache key, and how many sentences ``texts`` holds (one pass)."""
         digest = hashlib.sha256(json.dumps({**self._trainer_args(), "lowercase": self.lowercase}).encode())
+        count = 0
         for text in texts:
             digest.update(self.normalize(text).encode("utf-8"))
             digest.update(b"\n")
-        return digest.hexdigest()[:16]
+            count += 1
+        if count > self.max_sentences:  # a sampled model differs from one trained on every sentence
+            digest.update(f"sample {self.max_sentences}".encode())
+        return digest.hexdigest()[:16], count
 
-    def fit(self, texts: list[str]) -> None:
+    def fit(self, texts: Iterable[str]) -> None:
+        key, count = self._hash_and_count(texts)
         if self.cache_dir is None:
-            self._load_proto(self._train(texts))
+            self._load_proto(self._train(texts, count))
             return
-        path = Path(self.cache_dir) / (
-            f"spm-{self.model_type}-{self.requested_vocab_size}-{self.cache_key(texts)}.model"
-        )
+        path = Path(self.cache_dir) / f"spm-{self.model_type}-{self.requested_vocab_size}-{key}.model"
 
         def train() -> bytes:
             log.info("training SentencePiece model %s", path)
-            return self._train(texts)
+            return self._train(texts, count)
 
         proto = load_or_rebuild(path, read_complete_model, train, write_bytes_atomic)
         self.model_path = path
         self._load_proto(proto)
 
-    def _train(self, texts: list[str]) -> bytes:
-        sentences = [t for t in (self.normalize(t).strip() for t in texts) if t]
-        if not sentences:
+    def _train(self, texts: Iterable[str], count: int) -> bytes:
+        sentences = (t for t in (self.normalize(t).strip() for t in texts) if t)
+        first = next(sentences, None)
+        if first is None:
             raise ValueError("cannot train SentencePiece on an empty training text")
+        sample = {}
+        if count > self.max_sentences:
+            sample = {"input_sentence_size": self.max_sentences, "shuffle_input_sentence": True}
+            log.info("training SentencePiece on a sample of %d of %d sentences (max_sentences)",
+                     self.max_sentences, count)
         model = io.BytesIO()
         spm.SentencePieceTrainer.train(
-            sentence_iterator=iter(sentences), model_writer=model, minloglevel=2, **self._trainer_args()
+            sentence_iterator=itertools.chain([first], sentences), model_writer=model, minloglevel=2,
+            **self._trainer_args(), **sample,
         )
         return model.getvalue()
 
@@ -142,6 +163,7 @@ class SentencePieceTokenizer(Tokenizer):
             "num_threads": self.num_threads,
             "hard_vocab_limit": self.hard_vocab_limit,
             "normalization": self.normalization,
+            "max_sentences": self.max_sentences,
         }
 
     def _fitted_state(self) -> dict[str, Any]:

@@ -56,8 +56,8 @@ class Tokenizer:
         """The text as the vocabulary sees it (lower-cased when configured)."""
         return text.lower() if self.lowercase else text
 
-    def fit(self, texts: list[str]) -> None:
-        """Build the vocabulary from training texts."""
+    def fit(self, texts: Iterable[str]) -> None:
+        """Build the vocabulary from training texts (read as a stream; a re-iterable when read more than once)."""
         raise NotImplementedError
 
     def encode(self, text: str) -> list[int]:

@@ -66,7 +66,7 @@ class VocabTokenizer(Tokenizer):
             raise RuntimeError(f"{type(self).__name__} is not fitted: call fit(train_texts) first")
         return self.vocab
 
-    def fit(self, texts: list[str]) -> None:
+    def fit(self, texts: Iterable[str]) -> None:
         counts: Counter[str] = Counter()
         for text in texts:
             counts.update(self.split(self.normalize(text)))
