@@ -63,7 +63,9 @@ def overrides_for(modality: str, paths: dict[str, str], cache_dir: Path, args: a
                 "++data.src_tokenizer.hard_vocab_limit=false", "++data.tgt_tokenizer.hard_vocab_limit=false"]
     elif modality == "images":
         task = ["task=caption", "data=karpathy", f"data.source.path={paths['path']}",
-                f"data.source.image_root={paths['image_root']}", "encoder=cnn", f"data.image_size={args.image_size}"]
+                f"data.source.image_root={paths['image_root']}", "encoder=cnn"]
+        if args.image_size is not None:
+            common.append(f"data.image_size={args.image_size}")
     else:
         task = ["task=asr", "data=librispeech", f"data.source.root={paths['root']}"]
     return [*task, *common, *args.overrides]
@@ -388,7 +390,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--gen-workers", type=int, default=1, help="processes that generate the corpora")
     parser.add_argument("--steps", type=int, default=None, help="timed training steps of the model demand (default 5)")
     parser.add_argument("--loader-batches", type=int, default=None, help="timed batches per loader (default 30)")
-    parser.add_argument("--image-size", type=int, default=None, help="data.image_size (default 64; --quick 32)")
+    parser.add_argument("--image-size", type=int, default=None,
+                        help="data.image_size (default: data=karpathy's 224, as COCO; --quick 32)")
     parser.add_argument("--timeout", type=float, default=3600.0, help="seconds one start may take")
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -402,7 +405,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                   for m in MODALITIES}
     args.steps = args.steps or (2 if args.quick else 5)
     args.loader_batches = args.loader_batches or (3 if args.quick else 30)
-    args.image_size = args.image_size or (32 if args.quick else 64)
+    args.image_size = args.image_size or (32 if args.quick else None)
     return args
 
 

@@ -26,9 +26,10 @@ from attend.data import (
 )
 from attend.data.audio import JsonlManifest
 from attend.data.cache import load_or_rebuild
-from attend.data.images import ShapeScenes
+from attend.data.images import KarpathyJSON, ShapeScenes
 from attend.data.text.ding import DingPairs
 from attend.data.tokenizers.sentencepiece import read_complete_model, top_level_fields
+from tests.test_caption_sources import coco_image, write_json
 from tests.test_data import MULTI30K
 from tests.test_data_sources import DING_SAMPLE
 from tests.test_speech_datamodule import TEXTS, write_manifest
@@ -263,6 +264,24 @@ def test_a_missing_shard_is_rebuilt_and_the_others_are_kept(tmp_path: Path, capl
         assert same_examples(every_example(text_datamodule(tmp_path)), first)
     assert warned_about(caplog, shards[0].parent) and shards[0].is_file()
     assert all(path.stat().st_mtime_ns == mtime for path, mtime in kept.items())  # not prepared again
+
+
+# Karpathy split records ------------------------------------------------------------------------
+@pytest.mark.parametrize("damage", [truncate, overwrite_with_garbage])
+def test_karpathy_records_pickle_is_rebuilt(damage, tmp_path: Path, caplog, monkeypatch) -> None:
+    images = [coco_image(filename=f"{i}.jpg", split=("train", "val", "test")[i % 3]) for i in range(9)]
+    path = write_json(tmp_path / "dataset_coco.json", images)
+    first = KarpathyJSON(path, tmp_path / "coco", cache_dir=tmp_path / "cache").splits()
+    (cached,) = (tmp_path / "cache" / "karpathy").glob("*.pkl")
+    with monkeypatch.context() as patched:  # a second read takes the pickle, not the JSON
+        patched.setattr(json, "load", lambda *a, **k: pytest.fail("must not parse the JSON again"))
+        assert KarpathyJSON(path, tmp_path / "coco", cache_dir=tmp_path / "cache").splits() == first
+    damage(cached)
+    with caplog.at_level(logging.WARNING, logger="attend.data"):
+        again = KarpathyJSON(path, tmp_path / "coco", cache_dir=tmp_path / "cache").splits()
+    assert warned_about(caplog, cached) and again == first
+    write_json(path, images[:6])  # an edited file is read again
+    assert len(KarpathyJSON(path, tmp_path / "coco", cache_dir=tmp_path / "cache").splits()["train"]) == 2
 
 
 # espeak-ng manifest ----------------------------------------------------------------------------

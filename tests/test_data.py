@@ -187,3 +187,16 @@ def test_lightning_trainer_reshuffles_each_epoch(tmp_path: Path) -> None:
     states = torch.load(tmp_path / "last.ckpt", weights_only=True)["TranslationDataModule"]
     restored = TranslationDataModule.from_tokenizers(ParallelText(MULTI30K), states)
     assert restored.src_tokenizer.encode("Ein Hund.") == dm.src_tokenizer.encode("Ein Hund.")
+
+
+def test_a_checkpoint_s_tokenizers_reuse_the_stores_training_prepared(monkeypatch, tmp_path: Path) -> None:
+    """eval.py gives the data module the fitted tokenizers of a checkpoint: it opens the stores training wrote."""
+    trained = multi30k(cache_dir=tmp_path)
+    trained.setup("fit")
+    folders = sorted((tmp_path / "store").iterdir())
+    monkeypatch.setattr(WordTokenizer, "encode", lambda *a: pytest.fail("must not tokenize again"))
+    monkeypatch.setattr(ParallelText, "iter_split", lambda *a: pytest.fail("must not read the corpus"))
+    evaluating = TranslationDataModule.from_tokenizers(ParallelText(MULTI30K), trained.state_dict(), cache_dir=tmp_path)
+    evaluating.setup("test")
+    assert sorted((tmp_path / "store").iterdir()) == folders
+    assert source_ids(evaluating.test_dataset) == source_ids(trained.test_dataset)

@@ -166,8 +166,8 @@ class ExampleStore:
     def _array(self, name: str, shard: int) -> pa.Array:
         """A column of one shard as one Arrow array (looked up once: per-row lookups by name cost more than the
         read)."""
-        if name not in self._arrays:
-            self._arrays[name] = [table.column(name).combine_chunks() for table in self._tables]
+        if name not in self._arrays:  # chunk(0), not combine_chunks(): that copies even a single chunk
+            self._arrays[name] = [_only_chunk(table.column(name)) for table in self._tables]
         return self._arrays[name][shard]
 
     def _list_parts(self, name: str) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -175,7 +175,7 @@ class ExampleStore:
         if name not in self._lists:
             parts = []
             for shard in range(len(self._tables)):
-                array = self._array(name, shard)  # one chunk already: no copy
+                array = self._array(name, shard)
                 parts.append((array.offsets.to_numpy(), array.values.to_numpy(zero_copy_only=True)))
             self._lists[name] = parts
         return self._lists[name]
@@ -189,6 +189,11 @@ class ExampleStore:
         if store is None:
             raise DamagedStoreError(f"the example store {state['folder']} is gone")
         self.__dict__.update(store.__dict__)
+
+
+def _only_chunk(column: pa.ChunkedArray) -> pa.Array:
+    """The one chunk of a shard's column (shards are written as one record batch), as a view of the mapping."""
+    return column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
 
 
 def _reader(array: pa.Array) -> Callable[[int], Any]:

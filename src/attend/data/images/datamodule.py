@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
+import pickle
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 
 from attend.data.bad_samples import BadSamples
 from attend.data.base import TargetTextDataModule
@@ -20,8 +23,8 @@ from attend.data.images.pixels import (
     square_resize,
     to_uint8_tensor,
 )
-from attend.data.store import ExampleStore
-from attend.data.tokenizers.tokenizer import Tokenizer
+from attend.data.store import ExampleStore, Shard, prepared_store
+from attend.data.tokenizers.tokenizer import Tokenizer, states_from_text, states_to_text, tokenizer_from_state
 from attend.data.unseen import caption_set, is_unseen
 
 log = logging.getLogger("attend.data")
@@ -74,6 +77,8 @@ class CaptionDataModule(TargetTextDataModule):
         self.max_target_len = max_target_len
         # self.loaded: split -> (its image store, records whose image could be read: one per store row)
         self.dropped = 0  # training captions dropped by the length filter
+        self.caption_stores: dict[str, ExampleStore] = {}  # split -> tokenized captions (``_open_caption_stores``)
+        self._caption_key: list | None = None
 
     # data ------------------------------------------------------------------------------------
     def prepare_data(self) -> None:
@@ -90,8 +95,6 @@ class CaptionDataModule(TargetTextDataModule):
         if self.datasets:
             return
         self.loaded = {name: self._load(name, records) for name, records in self.source_splits().items()}
-        if not self.tokenizer.is_fitted:
-            self.tokenizer.fit([caption for record in self.loaded["train"][1] for caption in record.captions])
         self._encode_splits()
         log.info(
             "images: train %d (%d captions), val %d, test %d; vocabulary %d words",
@@ -101,9 +104,44 @@ class CaptionDataModule(TargetTextDataModule):
         self.bad_samples.log_summary()
 
     def _encode_splits(self) -> None:
-        training = caption_set(caption for record in self.loaded["train"][1] for caption in record.captions)
+        self._open_caption_stores()
         for name, (images, records) in self.loaded.items():
-            self.datasets[name] = self._encode(images, records, train=name == "train", training=training)
+            self.datasets[name] = self._encode(images, records, self.caption_stores[name], train=name == "train")
+
+    def _open_caption_stores(self) -> None:
+        """``caption_stores``: split -> one row per record (as ``loaded``) with the ids of each of its captions and,
+        for val/test, whether it is unseen; keyed by the split's image store and the tokenizer, whose fitted
+        state travels in the store. A second start neither fits the tokenizer nor tokenizes (250k captions
+        take seconds), and reads no caption it does not batch."""
+        key = [type(self.tokenizer).__name__, self.tokenizer._settings()]
+        if self.tokenizer.is_fitted:
+            key.append(hashlib.sha1(pickle.dumps(self.tokenizer.state_dict())).hexdigest())
+        if self.caption_stores and self._caption_key == key:
+            return
+        self._caption_key, self.caption_stores = key, {}
+        train_records = self.loaded["train"][1]
+        trained_on = captions_hash(train_records)  # the tokenizer and the unseen flags depend on them
+        for name, (images, records) in self.loaded.items():
+            store = prepared_store(
+                self.store_folder("captions", images.folder.name, captions_hash(records), trained_on, key),
+                self._caption_items(records, train_records, unseen=name != "train"),
+                tokenize_captions(self.tokenizer),
+                shard_size=50_000,
+                meta=lambda: {"tokenizer": states_to_text(self.tokenizer.state_dict())},
+                describe=f"{name} caption sets",
+            )
+            if not self.tokenizer.is_fitted:
+                self.tokenizer = tokenizer_from_state(states_from_text(store.meta["tokenizer"]))
+            self.caption_stores[name] = store
+
+    def _caption_items(self, records: list[ImageCaption], train_records: list[ImageCaption], unseen: bool):
+        """(captions, unseen) of each record, the tokenizer fitted on training captions first (only run when a
+        caption store is prepared)."""
+        if not self.tokenizer.is_fitted:
+            self.tokenizer.fit([caption for record in train_records for caption in record.captions])
+        training = caption_set(caption for record in train_records for caption in record.captions) if unseen else None
+        for record in records:
+            yield record.captions, None if training is None else is_unseen(record.captions, training)
 
     def _store(self, split: str, records: list[ImageCaption], bad_samples: BadSamples) -> ExampleStore:
         """A split's image store (prepared when missing), its skips told to ``bad_samples``."""
@@ -115,15 +153,18 @@ class CaptionDataModule(TargetTextDataModule):
         store = self._store(split, records, self.bad_samples)
         return store, [records[int(i)] for i in store.column("index")]
 
-    def _encode(
-        self, store: ExampleStore, records: list[ImageCaption], train: bool, training: frozenset[str] = frozenset()
-    ) -> CaptionDataset:
+    def _encode(self, store: ExampleStore, records: list[ImageCaption], captions: ExampleStore, train: bool
+                ) -> CaptionDataset:
         rows, texts = [], []  # (store row, caption ids, references, key, objects); the caption of each row
+        unseen = []
         for index, record in enumerate(records):
             references = list(record.captions)
-            for caption in references if train else references[:1]:
-                rows.append((index, self.tokenizer.encode(caption), references, record.key, record.objects))
+            ids = captions.value("ids", index)
+            for caption, caption_ids in zip(references if train else references[:1], ids, strict=False):
+                rows.append((index, caption_ids, references, record.key, record.objects))
                 texts.append(caption)
+            if not train:
+                unseen.append(captions.value("unseen", index))
         if train:
             rows = self._drop_bad_captions(rows, texts)
         columns = list(zip(*rows, strict=True)) if rows else [[]] * 5
@@ -131,8 +172,7 @@ class CaptionDataModule(TargetTextDataModule):
         if train:
             return CaptionDataset(store, *[list(c) for c in columns], transform=transform)
         return CaptionDataset(
-            store, *[list(c) for c in columns], transform=transform, masks=bool(store.meta["masked"]),
-            unseen=[is_unseen(references, training) for references in columns[2]],
+            store, *[list(c) for c in columns], transform=transform, masks=bool(store.meta["masked"]), unseen=unseen,
         )
 
     def _drop_bad_captions(self, rows: list[tuple], texts: list[str]) -> list[tuple]:
@@ -178,3 +218,27 @@ class CaptionDataModule(TargetTextDataModule):
             for i, path in enumerate(sources)
         ]
         return self._collate()(examples)
+
+
+def captions_hash(records: list[ImageCaption]) -> str:
+    """A hash of every caption of ``records``, in order (0.2 s for 250k captions)."""
+    digest = hashlib.sha1()
+    for record in records:
+        for caption in record.captions:
+            digest.update(caption.encode("utf-8"))
+            digest.update(b"\n")
+        digest.update(b"\0")
+    return digest.hexdigest()
+
+
+def tokenize_captions(tokenizer: Tokenizer):
+    """What preparing a caption store does with a chunk of (captions, unseen) items: one row each."""
+
+    def tokenize(items: list[tuple[tuple[str, ...], bool | None]], first: int) -> Shard:
+        columns = {"ids": pa.array([[tokenizer.encode(c) for c in captions] for captions, _ in items],
+                                   type=pa.list_(pa.list_(pa.int32())))}
+        if items and items[0][1] is not None:
+            columns["unseen"] = pa.array([flag for _, flag in items], type=pa.bool_())
+        return Shard(columns)
+
+    return tokenize

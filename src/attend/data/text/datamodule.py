@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import logging
 import os
@@ -12,9 +11,9 @@ from typing import Any, Protocol
 
 from attend.data.base import StoreDataModule
 from attend.data.splitting import SPLITS, Pair
-from attend.data.store import ExampleStore, Shard, prepared_store
+from attend.data.store import DamagedStoreError, ExampleStore, Shard, open_store, prepared_store
 from attend.data.text.dataset import TranslationCollate, TranslationDataset, pair_columns
-from attend.data.tokenizers.tokenizer import Tokenizer, tokenizer_from_state
+from attend.data.tokenizers.tokenizer import Tokenizer, states_from_text, states_to_text, tokenizer_from_state
 
 log = logging.getLogger("attend.data")
 
@@ -129,27 +128,45 @@ class TranslationDataModule(StoreDataModule):
         """
         if self.stores:
             return
-        key = (text_source_key(self.source), self._tokenizer_key(), self.max_source_len, self.max_target_len)
+        source_key = text_source_key(self.source)
+        key = (source_key, self._tokenizer_key(), self.max_source_len, self.max_target_len)
+        trained_key = (source_key, self._tokenizer_key(settings_only=True), self.max_source_len, self.max_target_len)
         for split in SPLITS:
+            if trained_key != key and (store := self._store_trained_with_these_tokenizers(split, trained_key)):
+                self.stores[split] = store  # evaluating a checkpoint: the stores its training prepared
+                continue
             store = prepared_store(
                 self.store_folder("text", split, *key),
                 self._pair_rows(split),
                 self._tokenize_chunk(split),
                 shard_size=self.shard_size,
                 workers=self.prepare_workers,
-                meta=lambda split=split: {"tokenizers": encode_state(self.state_dict()), **self._source_skips(split)},
+                meta=lambda split=split: {"tokenizers": states_to_text(self.state_dict()), **self._source_skips(split)},
                 describe=f"{split} pairs",
             )
             self.stores[split] = store
             if not (self.src_tokenizer.is_fitted and self.tgt_tokenizer.is_fitted):
-                self._use_tokenizers(decode_state(store.meta["tokenizers"]))
+                self._use_tokenizers(states_from_text(store.meta["tokenizers"]))
 
-    def _tokenizer_key(self) -> list[Any]:
-        """What the token ids depend on: a fitted tokenizer's whole state, else its class and settings."""
+    def _tokenizer_key(self, settings_only: bool = False) -> list[Any]:
+        """What the token ids depend on: a fitted tokenizer's whole state, else (or with ``settings_only``) its
+        class and settings, from which training fits it."""
         return [
-            hashlib.sha1(pickle.dumps(t.state_dict())).hexdigest() if t.is_fitted else [type(t).__name__, t._settings()]
+            hashlib.sha1(pickle.dumps(t.state_dict())).hexdigest() if t.is_fitted and not settings_only
+            else [type(t).__name__, t._settings()]
             for t in (self.src_tokenizer, self.tgt_tokenizer)
         ]
+
+    def _store_trained_with_these_tokenizers(self, split: str, trained_key: tuple) -> ExampleStore | None:
+        """The finished store that training prepared (keyed by the tokenizers' settings) when the tokenizers it
+        fitted are these ones (from a checkpoint), so evaluation tokenizes nothing again; else None."""
+        try:
+            store = open_store(self.store_folder("text", split, *trained_key))
+        except DamagedStoreError:
+            return None
+        if store is None or states_from_text(store.meta["tokenizers"]) != self.state_dict():
+            return None
+        return store
 
     def _pair_rows(self, split: str) -> Iterator[tuple[int, str, str, Any]]:
         """(position, source, target, alignment) of a split's pairs, read (and the tokenizers fitted) only when
@@ -338,11 +355,3 @@ def text_source_key(source: PairSource) -> Any:
         return source.settings()
     return hashlib.sha1(pickle.dumps(source.splits())).hexdigest()
 
-
-def encode_state(state: dict[str, Any]) -> str:
-    """Tokenizer states (which hold bytes) as text for a store's JSON manifest."""
-    return base64.b64encode(pickle.dumps(state)).decode("ascii")
-
-
-def decode_state(text: str) -> dict[str, Any]:
-    return pickle.loads(base64.b64decode(text))

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import base64
 import importlib
+import pickle
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -137,3 +139,12 @@ def _as_list(ids: Ids | Iterable[int]) -> list[int]:
     if isinstance(ids, torch.Tensor):
         return [int(i) for i in ids.reshape(-1).tolist()]
     return [int(i) for i in ids]
+
+
+def states_to_text(states: Any) -> str:
+    """Tokenizer states (which hold bytes) as text, for an example store's JSON manifest."""
+    return base64.b64encode(pickle.dumps(states)).decode("ascii")
+
+
+def states_from_text(text: str) -> Any:
+    return pickle.loads(base64.b64decode(text))
