@@ -4,7 +4,7 @@
     .venv/bin/python scripts/benchmark.py --quick               # tiny model on the dates, for tests
     .venv/bin/python scripts/benchmark.py --device cuda         # bf16 autocast, CUDA events, MFU
 
-The fixed MT model (conf overrides in attend.benchmark.setup.MODEL_OVERRIDES) trains on the Ding
+The fixed MT model (conf overrides in benchmarks.setup.MODEL_OVERRIDES) trains on the Ding
 German-English pairs with 10-50 tokens on both sides. Variants A (Lightning), B (plain loop), C (Bahdanau
 flow), D (tutorial) and D on bucketed batches take their steps in rounds, one step each, so machine noise
 hits all alike; ratios come from the same run. Then batched against per-sentence greedy and beam search,
@@ -29,21 +29,23 @@ import torch
 from hydra.errors import HydraException
 from hydra.utils import instantiate
 
-from attend.benchmark.attention_types import compare_attention_types
-from attend.benchmark.decoding import compare_decoding
-from attend.benchmark.flops import peak_flops, sizes_from_config
-from attend.benchmark.memory import in_subprocess
-from attend.benchmark.report import check_targets, paired_ratio, step_figures, table
-from attend.benchmark.setup import (
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root: benchmarks/
+
+from attend.builder import ConfigError
+from benchmarks.attention_types import compare_attention_types
+from benchmarks.decoding import compare_decoding
+from benchmarks.flops import peak_flops, sizes_from_config
+from benchmarks.memory import in_subprocess
+from benchmarks.report import check_targets, paired_ratio, step_figures, table
+from benchmarks.setup import (
     ATTENTION_SIZES,
     MODEL_OVERRIDES,
     QUICK_ATTENTION_SIZES,
     QUICK_OVERRIDES,
     sorted_batches,
 )
-from attend.benchmark.training import interleaved_run
-from attend.benchmark.variants import VARIANTS, Bench, quiet, variant_peak
-from attend.builder import ConfigError
+from benchmarks.training import interleaved_run
+from benchmarks.variants import VARIANTS, Bench, quiet, variant_peak
 
 
 def parse_args() -> argparse.Namespace:

@@ -104,7 +104,7 @@ for task in $TASKS; do
             callbacks.attention_plots=null callbacks.time_budget=null
             # every step's wall time (CUDA-synchronised) and target tokens: train/time, train/samples in the CSV
             +callbacks.step_times._target_=lightning.pytorch.callbacks.ThroughputMonitor
-            +callbacks.step_times.batch_size_fn._target_=attend.benchmark.setup.target_tokens
+            +callbacks.step_times.batch_size_fn._target_=benchmarks.setup.target_tokens
             +callbacks.step_times.batch_size_fn._partial_=true  # batch["num_target_tokens"]
             # on a GPU torch.cuda.memory_stats() every step: allocated_bytes.all.peak (on the CPU it logs nothing)
             +callbacks.device_stats._target_=lightning.pytorch.callbacks.DeviceStatsMonitor

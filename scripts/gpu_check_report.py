@@ -17,7 +17,7 @@ What each column measures:
                  torch.cuda.memory_stats() every step: allocated_bytes.all.peak); n/a on the CPU
   smi peak       the largest memory.used nvidia-smi reported for any GPU while the run lasted (CUDA context
                  and the caching allocator's reserve included); n/a on the CPU
-  TFLOP/s, MFU   model FLOPs per target token (attend.benchmark.flops, the benchmark's formula: matmuls over
+  TFLOP/s, MFU   model FLOPs per target token (benchmarks.flops, the benchmark's formula: matmuls over
                  the real positions, x3 for forward and backward) averaged over the run's training pairs, times
                  target tok/s; MFU divides by the device's dense bf16 peak (the same table, or --peak-flops)
                  times the devices, the fp32 runs included. The formula covers the text encoder with the RNN
@@ -36,6 +36,9 @@ import math
 import statistics
 import sys
 from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # the repository root: benchmarks.flops, from any working directory
 
 TASKS = ["mt", "caption", "asr"]
 VARIANTS = ["bf16", "fp32", "ddp"]
@@ -144,8 +147,8 @@ def flops_per_token(run: Path) -> tuple[float | None, str]:
         try:
             import torch
 
-            from attend.benchmark.flops import sizes_from_config, training_flops
             from attend.builder import build_datamodule
+            from benchmarks.flops import sizes_from_config, training_flops
 
             datamodule = build_datamodule(cfg)
             datamodule.prepare_data()
@@ -180,7 +183,7 @@ def run_row(run: Path, warmup: int | None, peak_override: float | None) -> dict:
     achieved = per_token * tokens_per_s if per_token is not None and tokens_per_s else None
     peak = None
     if peak_override or gpu_name:
-        from attend.benchmark.flops import peak_flops
+        from benchmarks.flops import peak_flops
 
         peak = peak_flops(gpu_name or "", peak_override)
     metric = summary.get("monitor", {}).get("metric", "")

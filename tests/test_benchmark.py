@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import json
 import subprocess
 import sys
@@ -13,8 +14,8 @@ from hydra import compose, initialize_config_dir
 from hydra.utils import instantiate
 from torch.utils.flop_counter import FlopCounterMode
 
-from attend.benchmark.flops import forward_flops, peak_flops, rnn_flops, sizes_from_config, training_flops
-from attend.benchmark.variants import VARIANTS
+from benchmarks.flops import forward_flops, peak_flops, rnn_flops, sizes_from_config, training_flops
+from benchmarks.variants import VARIANTS
 
 ROOT = Path(__file__).resolve().parents[1]
 TRAINING_FIGURES = {"median_step_ms", "target_tokens_per_s", "target_padding_fraction", "model_tflops_per_s",
@@ -97,3 +98,23 @@ def test_peak_flops_table() -> None:
     assert peak_flops("NVIDIA L40S") == 362e12
     assert peak_flops("Unknown GPU") is None
     assert peak_flops("Unknown GPU", override=1e14) == 1e14
+
+
+def test_the_benchmark_lives_outside_the_installed_package() -> None:
+    """benchmarks/ sits at the repository root; nothing in src/attend imports it (the package runs without it)."""
+    assert not (ROOT / "src" / "attend" / "benchmark").exists()
+    for path in sorted((ROOT / "src" / "attend").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            if isinstance(node, ast.Import):
+                modules = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                modules = [node.module or ""]
+            else:
+                continue
+            assert not any(m == "benchmarks" or m.startswith("benchmarks.") for m in modules), path
+
+
+def test_the_script_finds_the_benchmark_from_any_directory(tmp_path: Path) -> None:
+    run = subprocess.run([sys.executable, str(ROOT / "scripts" / "benchmark.py"), "--help"], cwd=tmp_path,
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr[-3000:]

@@ -19,7 +19,8 @@ from attend.attention import (
 )
 from attend.decoders import TransformerDecoder
 from attend.encoders import TransformerEncoder
-from attend.encoders.transformer import GridPositions, Positions
+from attend.encoders.transformer import GridPositions
+from attend.layers import Positions
 from attend.memory import Memory
 from attend.search import BeamSearch, GreedySearch
 

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 from torch import Tensor, nn
 
-from attend.attention import AttentionOutput
+from attend.attention import Attention, AttentionOutput
 from attend.decoders.rnn import RNNDecoder, State
 from attend.memory import Memory
 
@@ -16,9 +18,45 @@ class LuongDecoder(RNNDecoder):
     call and attends for all steps at once (T > 1 queries).
     """
 
-    def __init__(self, *args, input_feeding: bool = True, **kwargs) -> None:
+    def __init__(
+        self,
+        vocab_size: int,
+        memory_dim: int,
+        attention: Callable[..., Attention],
+        pad_id: int = 0,
+        embedding_dim: int = 256,
+        hidden_size: int = 512,
+        num_layers: int = 1,
+        rnn_type: str = "gru",
+        dropout: float = 0.1,
+        output_dim: int | None = None,
+        tie_embeddings: bool = False,
+        init_state: str = "bridge",
+        context_gate: bool = False,
+        doubly_stochastic: float = 0.0,
+        sampling_probability: float = 0.0,
+        *,
+        input_feeding: bool = True,
+    ) -> None:
         self.input_feeding = input_feeding
-        super().__init__(*args, **kwargs)
+        # RNNDecoder's options, spelled out so that the start-up type check (config_types) reads them
+        super().__init__(
+            vocab_size,
+            memory_dim,
+            attention,
+            pad_id=pad_id,
+            embedding_dim=embedding_dim,
+            hidden_size=hidden_size,
+            num_layers=num_layers,
+            rnn_type=rnn_type,
+            dropout=dropout,
+            output_dim=output_dim,
+            tie_embeddings=tie_embeddings,
+            init_state=init_state,
+            context_gate=context_gate,
+            doubly_stochastic=doubly_stochastic,
+            sampling_probability=sampling_probability,
+        )
         self.combine = nn.Linear(self.attention.output_dim + self.hidden_size, self.output_dim, bias=False)
 
     def rnn_input_size(self, embedding_dim: int, context_dim: int) -> int:

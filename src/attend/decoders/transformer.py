@@ -12,7 +12,7 @@ from torch import Tensor, nn
 from attend.attention import Attention, AttentionOutput
 from attend.attention.self_attention import SelfAttention
 from attend.decoders.rnn import RNNDecoder
-from attend.encoders.transformer import FeedForward, Positions
+from attend.layers import FeedForward, Positions
 from attend.memory import Memory
 
 State = dict[str, Tensor | list]

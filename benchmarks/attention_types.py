@@ -8,9 +8,9 @@ import torch
 from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
-from attend.benchmark.memory import PeakMeter, in_subprocess, timed
-from attend.benchmark.setup import ROOT
 from attend.memory import Memory, length_mask
+from benchmarks.memory import PeakMeter, in_subprocess, timed
+from benchmarks.setup import ROOT
 
 
 def attention_types() -> list[str]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import statistics
 
-from attend.benchmark.flops import ModelSizes, training_flops
+from benchmarks.flops import ModelSizes, training_flops
 
 # the speed goals on this project's CPU, checked on ratios measured side by side in one run
 TARGETS = {

@@ -10,10 +10,10 @@ import lightning as L
 import torch
 from omegaconf import DictConfig
 
-from attend.benchmark.memory import PeakMeter
-from attend.benchmark.setup import Data, bucketed_batches, load_config, prepare_data, random_batches
-from attend.benchmark.training import PlainLoop, batch_loader, naive_trainer, plain_copy, trainer_for
 from attend.builder import build_model
+from benchmarks.memory import PeakMeter
+from benchmarks.setup import Data, bucketed_batches, load_config, prepare_data, random_batches
+from benchmarks.training import PlainLoop, batch_loader, naive_trainer, plain_copy, trainer_for
 
 VARIANTS = {
     "A": "Attend: LightningModule in the Lightning Trainer",

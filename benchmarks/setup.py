@@ -14,7 +14,7 @@ from attend.builder import build_datamodule, check_config
 from attend.data.bucketing import BucketBatchSampler
 from attend.data.text.dataset import TranslationDataset
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[1]
 # the fixed benchmark model on the default Ding German->English data: 8k SentencePiece units each side,
 # embeddings 256, a bidirectional GRU encoder of 2 x 256, a GRU decoder of 512, additive attention; the
 # decoder flow is the MT task's default (Luong without input feeding: the RNN runs over all steps at once)

@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 import torch
 
-PRELOAD = ["torch", "lightning", "attend.benchmark.variants", "attend.benchmark.attention_types"]
+PRELOAD = ["torch", "lightning", "benchmarks.variants", "benchmarks.attention_types"]
 
 
 def in_subprocess(function: Callable, *args) -> dict:

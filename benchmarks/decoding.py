@@ -6,8 +6,8 @@ from collections.abc import Callable
 
 import torch
 
-from attend.benchmark.timing import Timer, to_device
 from attend.model import Seq2Seq
+from benchmarks.timing import Timer, to_device
 
 
 def decode(model: Seq2Seq, batch: dict, search: Callable) -> list[list[int]]:

@@ -10,9 +10,9 @@ import torch
 from omegaconf import DictConfig
 from torch.utils.data import DataLoader
 
-from attend.benchmark.naive import NaiveSeq2Seq, NaiveTrainer
-from attend.benchmark.timing import Timer, seed_step, to_device
 from attend.model import Seq2Seq
+from benchmarks.naive import NaiveSeq2Seq, NaiveTrainer
+from benchmarks.timing import Timer, seed_step, to_device
 
 
 class PlainLoop:

@@ -1,1 +1,0 @@
-"""The speed benchmark behind scripts/benchmark.py: variants, naive baseline, FLOPs, timing and memory."""
