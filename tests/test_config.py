@@ -13,8 +13,8 @@ from hydra.utils import get_class, instantiate
 from omegaconf import OmegaConf, open_dict
 
 from attend.builder import ConfigError, check_config
-from attend.config_types import type_errors
 from attend.memory import Memory
+from attend.run.config_types import type_errors
 from tests.conftest import ROOT
 
 CONF = ROOT / "conf"

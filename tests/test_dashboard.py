@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from attend.wandb_run import CHECKPOINT_KEY
+from attend.run.wandb_run import CHECKPOINT_KEY
 from tests.test_entry_points import run
 from tests.test_sweeps import TINY_MT
 

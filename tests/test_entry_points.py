@@ -60,7 +60,7 @@ def test_tensorboard_logger_receives_figures(tmp_path):
 
 def test_train_then_evaluate_and_predict_from_the_checkpoint(tmp_path):
     train_dir, eval_dir = tmp_path / "train", tmp_path / "eval"
-    run("train.py", *TINY_DATES, f"hydra.run.dir={train_dir}")
+    trained = run("train.py", *TINY_DATES, f"hydra.run.dir={train_dir}")
     best = train_dir / "checkpoints" / "best.ckpt"
     assert best.is_file() and (train_dir / "checkpoints" / "last.ckpt").is_file()
     summary = json.loads((train_dir / "summary.json").read_text())
@@ -68,6 +68,11 @@ def test_train_then_evaluate_and_predict_from_the_checkpoint(tmp_path):
     assert "val/exact" in summary["val"] and "test/exact" in summary["test"]
     metric = summary["monitor"]["metric"]  # one epoch: the best value is the last one
     assert abs(summary["monitor"]["best"] - summary["val"][metric]) < 1e-4
+    # the RunSummary callback's three files, and where everything landed on the terminal
+    assert json.loads((train_dir / "test_metrics.json").read_text()) == summary["test"]
+    tested = (train_dir / "test_predictions.tsv").read_text(encoding="utf-8").splitlines()
+    assert tested[0] == "source\treference\thypothesis" and len(tested) == 1 + 64
+    assert "=== Attend run finished ===" in trained.stdout and f"run folder:      {train_dir}" in trained.stdout
 
     result = run("eval.py", f"ckpt_path={best}", "beam_size=2", f"hydra.run.dir={eval_dir}")
     metrics = json.loads((eval_dir / "test_metrics.json").read_text())

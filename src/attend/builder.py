@@ -8,8 +8,8 @@ import lightning as L
 from hydra.utils import get_class, instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from attend.config_types import type_errors
 from attend.model import Seq2Seq
+from attend.run.config_types import type_errors
 
 
 class ConfigError(ValueError):

@@ -6,7 +6,7 @@ study lives in SQLite in the sweep folder, so running the same command again wit
 interruption run again, and only the trials still missing up to ``n_trials`` are asked. ``n_jobs``
 trials are asked and launched together (in parallel with ``hydra/launcher=parallel``). A job's
 ``OptunaPruning`` callback reports its validation metric to the same study and stops the job
-when the pruner says so (attend/optuna_pruning.py).
+when the pruner says so (attend/run/optuna_pruning.py).
 """
 
 import logging
@@ -23,7 +23,7 @@ from hydra.plugins.sweeper import Sweeper
 from omegaconf import DictConfig, OmegaConf
 from optuna.trial import TrialState
 
-from attend.optuna_pruning import study_storage
+from attend.run.optuna_pruning import study_storage
 from hydra_plugins.attend_sweepers.search_space import search_space
 from hydra_plugins.attend_sweepers.sweep_report import JobOutcome, finish_sweep, outcome_of, pinned_sweep_folder
 

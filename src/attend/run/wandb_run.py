@@ -19,7 +19,7 @@ from hydra.core.hydra_config import HydraConfig
 from lightning.pytorch.loggers import WandbLogger
 from omegaconf import DictConfig, open_dict
 
-from attend.distributed import in_a_sweep
+from attend.run.distributed import in_a_sweep
 
 log = logging.getLogger(__name__)
 

@@ -9,11 +9,11 @@ from omegaconf import DictConfig
 
 from attend.builder import ConfigError, check_config
 from attend.callbacks import draw_attention
-from attend.checkpoint import load_checkpoint, restore
 from attend.data.audio import AudioReadError
 from attend.data.images import ImageReadError
-from attend.evaluate import search_overrides
 from attend.plots import close_figure
+from attend.run.checkpoint import load_checkpoint, restore
+from attend.run.evaluate import search_overrides
 
 
 def read_inputs(cfg: DictConfig) -> list[str]:

@@ -8,10 +8,10 @@ import sys
 from collections.abc import Iterator
 
 from attend.builder import ConfigError
-from attend.checkpoint_io import NonFiniteWeightsError
 from attend.data.bad_samples import DataError
-from attend.distributed import in_a_sweep
 from attend.model import NonFiniteLossError
+from attend.run.checkpoint_io import NonFiniteWeightsError
+from attend.run.distributed import in_a_sweep
 
 USER_ERRORS = (ConfigError, DataError, NonFiniteLossError, NonFiniteWeightsError)
 

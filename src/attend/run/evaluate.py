@@ -11,8 +11,8 @@ from omegaconf import DictConfig
 
 from attend.builder import check_config
 from attend.callbacks import AttentionPlots
-from attend.checkpoint import load_checkpoint, restore
-from attend.train import write_results
+from attend.run.checkpoint import load_checkpoint, restore
+from attend.run.summary import write_results
 
 
 def search_overrides(cfg: DictConfig) -> dict:

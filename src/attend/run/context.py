@@ -1,0 +1,66 @@
+"""run_context(cfg): what surrounds a training run, so that train() holds only the run itself."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import lightning as L
+from omegaconf import DictConfig, OmegaConf, open_dict
+
+from attend.builder import check_config
+from attend.run.distributed import in_a_sweep, is_global_zero, one_job_of_a_sweep, relaunch_ranks_as_this_job
+from attend.run.parallel_jobs import device_slot
+from attend.run.resume import resolve_ckpt_path
+from attend.run.summary import config_choices
+from attend.run.wandb_run import configure_wandb, finish_wandb_run
+
+log = logging.getLogger(__name__)
+
+# exceptions that end a sweep's job as planned, not as a failure: ``module.Class`` names, so that checking an
+# error imports nothing (an exception of a module never imported cannot have been raised)
+EXPECTED_STOPS = (
+    "optuna.exceptions.TrialPruned",  # a pruned Optuna trial (attend.run.optuna_pruning); the sweeper records it
+)
+
+
+def expected_stop(error: BaseException) -> bool:
+    """Whether ``error`` is one of EXPECTED_STOPS (or a subclass of one)."""
+    for name in EXPECTED_STOPS:
+        module, _, cls = name.rpartition(".")
+        stop = getattr(sys.modules.get(module), cls, None)
+        if isinstance(stop, type) and isinstance(error, stop):
+            return True
+    return False
+
+
+@contextlib.contextmanager
+def run_context(cfg: DictConfig) -> Iterator[int | None]:
+    """Before the block: check the config, resolve ``ckpt_path`` (``last``, a run folder) to its file, save
+    ``config_resolved.yaml`` (rank 0; DDP ranks share the folder), make Lightning relaunch the other DDP ranks
+    as this job, fill in the W&B run's name, tags, group and id, seed everything. Around the block: a sweep's
+    job leaves no distributed state to the next, holds its device slot (yielded: the slot of a parallel sweep
+    job, else None), logs its failure to the job's log, and closes its W&B run."""
+    check_config(cfg)
+    output_dir = Path(cfg.paths.output_dir)
+    with open_dict(cfg):  # ckpt_path=last or a run folder: the checkpoint file it means
+        cfg.ckpt_path = resolve_ckpt_path(cfg.get("ckpt_path"), output_dir.parent, output_dir)
+    if is_global_zero():  # DDP ranks share the job's folder; rank 0 writes it
+        output_dir.mkdir(parents=True, exist_ok=True)
+        OmegaConf.save(cfg, output_dir / "config_resolved.yaml", resolve=True)
+    relaunch_ranks_as_this_job()
+    configure_wandb(cfg, config_choices())
+    L.seed_everything(cfg.seed, workers=True)
+    with one_job_of_a_sweep(), device_slot(cfg) as slot:
+        try:
+            yield slot
+        except Exception as error:
+            # Hydra keeps a failed job's exception, not its traceback: put that in the job's log
+            if in_a_sweep() and not expected_stop(error):
+                log.exception("the job failed")
+            raise
+        finally:
+            finish_wandb_run()

@@ -1,0 +1,56 @@
+"""train(cfg): build -> fit -> test -> return the monitored metric (Optuna reads it). What surrounds the run is
+run_context's (attend.run.context); the run's files are RunSummary's (attend.run.summary)."""
+
+from __future__ import annotations
+
+import lightning as L
+from hydra.utils import instantiate
+from omegaconf import DictConfig, OmegaConf
+
+from attend.builder import build_datamodule, build_model, instantiate_all
+from attend.run.context import run_context
+from attend.run.summary import RunSummary
+
+
+def train(cfg: DictConfig) -> float | None:
+    """Fit, test the best checkpoint; returns the best monitored value, or None when the fit was stopped
+    early to be resumed (its checkpoint is written and the message logged; an unfinished run is not tested)."""
+    with run_context(cfg) as device_slot:
+        datamodule = build_datamodule(cfg)
+        datamodule.prepare_data()
+        datamodule.setup("fit")
+        model = build_model(cfg, datamodule)
+        run_test = bool(cfg.get("run_test"))
+        summary = RunSummary(cfg.paths.output_dir, cfg.monitor.metric, tested=run_test, device_slot=device_slot)
+        trainer = build_trainer(cfg, datamodule, summary)
+        summary.start_clock()
+        trainer.fit(model, datamodule=datamodule, ckpt_path=cfg.get("ckpt_path"))
+        if summary.interrupted:
+            return None
+        if run_test:
+            trainer.test(model, datamodule=datamodule, ckpt_path=best_checkpoint(trainer), verbose=False)
+        return summary.monitored
+
+
+def build_trainer(cfg: DictConfig, datamodule: L.LightningDataModule, *callbacks: L.Callback) -> L.Trainer:
+    """The configured Trainer, with the config's callbacks and ``callbacks``; its loggers (the dashboard) get
+    the whole resolved config and the counts of bad samples the data module skipped."""
+    trainer: L.Trainer = instantiate(
+        cfg.trainer,
+        callbacks=instantiate_all(cfg.get("callbacks")),
+        logger=instantiate_all(cfg.get("logger")),
+    )
+    # after Lightning's own callbacks: the progress bar is closed before RunSummary prints where the run landed
+    trainer.callbacks.extend(callbacks)
+    skipped = datamodule.skip_summary()  # every data module reports its bad samples (data.bad_samples.ReportsSkips)
+    for logger in trainer.loggers:
+        logger.log_hyperparams(OmegaConf.to_container(cfg, resolve=True))
+        if skipped:
+            logger.log_metrics(skipped, step=0)
+    return trainer
+
+
+def best_checkpoint(trainer: L.Trainer) -> str | None:
+    """``best`` when the fit wrote a best checkpoint (Lightning then tests it), else None (the last weights)."""
+    checkpoint = trainer.checkpoint_callback
+    return "best" if checkpoint is not None and checkpoint.best_model_path else None

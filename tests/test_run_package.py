@@ -1,0 +1,121 @@
+"""The run harness lives in attend.run: train() holds only the run, run_context what surrounds it, and the
+RunSummary callback writes the run's files."""
+
+from __future__ import annotations
+
+import inspect
+import json
+from pathlib import Path
+
+import lightning as L
+import optuna
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+
+import attend
+import attend.run
+from attend.run.context import EXPECTED_STOPS, expected_stop
+from attend.run.summary import RunSummary
+from attend.run.train import train
+
+MOVED = {
+    "train", "evaluate", "predict", "checkpoint", "checkpoint_io", "resume", "preemption", "distributed",
+    "parallel_jobs", "wandb_run", "optuna_pruning", "user_errors", "config_types",
+}
+
+
+def test_the_run_harness_is_no_longer_at_the_package_root():
+    at_root = {p.stem for p in Path(attend.__path__[0]).glob("*.py")}
+    assert not at_root & MOVED
+    in_run = {p.stem for p in Path(attend.run.__path__[0]).glob("*.py")}
+    assert MOVED <= in_run
+
+
+def test_train_fits_on_a_screen_and_names_no_sweeper_logger_or_signal():
+    source = inspect.getsource(train)
+    assert len(source.splitlines()) <= 40
+    for word in ("wandb", "optuna", "signal", "sweep", "logger", "preempt"):
+        assert word not in source.lower(), word
+
+
+def test_a_pruned_optuna_trial_is_an_expected_stop_and_other_errors_are_not():
+    assert EXPECTED_STOPS and all(isinstance(name, str) for name in EXPECTED_STOPS)
+    assert expected_stop(optuna.TrialPruned("pruned after epoch 0"))
+    assert not expected_stop(ValueError("Invalid learning rate"))
+    assert not expected_stop(RuntimeError("TrialPruned"))
+
+
+class Tiny(L.LightningModule):
+    """One linear layer that logs val/loss and two test metrics and keeps test predictions like Seq2Seq."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.layer = torch.nn.Linear(2, 1)
+        self.test_predictions: list[dict] = []
+
+    def loss(self, batch):
+        x, y = batch
+        return torch.nn.functional.mse_loss(self.layer(x).squeeze(-1), y)
+
+    def training_step(self, batch, batch_idx):
+        return self.loss(batch)
+
+    def validation_step(self, batch, batch_idx):
+        self.log("val/loss", self.loss(batch))
+
+    def test_step(self, batch, batch_idx):
+        self.log("test/loss", self.loss(batch))
+        self.log("test/exact", 50.0)
+        for i in range(len(batch[0])):
+            index = batch_idx * 4 + i
+            self.test_predictions.append({"id": index, "source": f"s{index}", "reference": f"r{index}",
+                                          "hypothesis": f"h{index}"})
+
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=0.1)
+
+
+def loader():
+    generator = torch.Generator().manual_seed(0)
+    return DataLoader(TensorDataset(torch.randn(8, 2, generator=generator), torch.randn(8, generator=generator)),
+                      batch_size=4)
+
+
+def tiny_trainer(tmp_path, summary):
+    return L.Trainer(
+        max_epochs=2, accelerator="cpu", logger=False, enable_progress_bar=False, enable_model_summary=False,
+        default_root_dir=tmp_path, callbacks=[
+            L.pytorch.callbacks.ModelCheckpoint(dirpath=tmp_path / "checkpoints", filename="best",
+                                                monitor="val/loss"), summary,
+        ],
+    )
+
+
+def test_run_summary_writes_the_summary_and_the_test_files_after_the_test(tmp_path, capsys):
+    summary = RunSummary(tmp_path, "val/loss", tested=True, device_slot=1)
+    trainer, model = tiny_trainer(tmp_path, summary), Tiny()
+    summary.start_clock()
+    trainer.fit(model, train_dataloaders=loader(), val_dataloaders=loader())
+    assert not (tmp_path / "summary.json").exists()  # a test follows
+    assert summary.monitored == float(trainer.checkpoint_callback.best_model_score) and not summary.interrupted
+    returned = trainer.test(model, dataloaders=loader(), ckpt_path="best", verbose=False)[0]
+
+    written = json.loads((tmp_path / "summary.json").read_text())
+    assert written["test"] == returned and json.loads((tmp_path / "test_metrics.json").read_text()) == returned
+    assert list(written["test"]) == list(returned)  # same keys in the same order as trainer.test gives them
+    assert written["monitor"] == {"metric": "val/loss", "best": summary.monitored}
+    assert list(written["val"]) == ["val/loss"] and written["epochs"] == 2 and written["steps"] == 4
+    assert written["device_slot"] == 1 and written["fit_seconds"] >= 0 and written["parameters"] == 3
+    rows = (tmp_path / "test_predictions.tsv").read_text(encoding="utf-8").splitlines()
+    assert rows == ["source\treference\thypothesis"] + [f"s{i}\tr{i}\th{i}" for i in range(8)]
+    assert "=== Attend run finished ===" in capsys.readouterr().out
+
+
+def test_run_summary_without_a_test_writes_the_summary_after_the_fit(tmp_path):
+    summary = RunSummary(tmp_path, "val/loss", tested=False)
+    trainer = tiny_trainer(tmp_path, summary)
+    summary.start_clock()
+    trainer.fit(Tiny(), train_dataloaders=loader(), val_dataloaders=loader())
+    written = json.loads((tmp_path / "summary.json").read_text())
+    assert written["test"] == {} and written["monitor"]["best"] == summary.monitored
+    assert not (tmp_path / "test_metrics.json").exists() and not (tmp_path / "test_predictions.tsv").exists()
