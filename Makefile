@@ -35,7 +35,7 @@ train: install
 test: install
 	$(PY) -m pytest $(PYTEST_ARGS)
 
-# every attention type on the dates and the shapes, then the README's comparison tables (about an hour here)
+# every attention type on the dates and the shapes, then the comparison tables of docs/results.md (about an hour here)
 ATTENTION_TYPES := additive,dot,scaled_dot,general,cosine,location,multihead,hard
 COMPARE_DIR := outputs/compare
 compare: install
@@ -46,12 +46,12 @@ compare: install
 	$(PY) train.py experiment=shapes encoder=transformer decoder=transformer attention=multihead trainer.max_epochs=6 \
 		hydra.run.dir=$(COMPARE_DIR)/shapes/transformer
 	$(PY) scripts/compare_runs.py $(COMPARE_DIR)/dates --metrics test/exact test/alignment_error test/entropy \
-		--readme README.md --section dates
+		--doc docs/results.md --section dates
 	$(PY) scripts/compare_runs.py $(COMPARE_DIR)/shapes --metrics test/bleu4 test/cider test/pointing test/entropy \
-		--readme README.md --section shapes
+		--doc docs/results.md --section shapes
 
-# training and decoding speed side by side, PASS/FAIL per target (scripts/benchmark.py; the README's
-# Performance section); ARGS adds options, e.g. ARGS="--quick" or ARGS="--device cuda"
+# training and decoding speed side by side, PASS/FAIL per target (scripts/benchmark.py; docs/performance.md,
+# Performance); ARGS adds options, e.g. ARGS="--quick" or ARGS="--device cuda"
 benchmark: install
 	$(PY) scripts/benchmark.py $(ARGS)
 
@@ -62,7 +62,7 @@ bench-scale: install
 	$(PY) scripts/bench_scale.py $(ARGS)
 
 lint: install
-	$(VENV)/bin/ruff check src tests scripts train.py eval.py predict.py
+	$(VENV)/bin/ruff check src tests scripts benchmarks train.py eval.py predict.py
 
 clean:
 	rm -rf outputs multirun .pytest_cache

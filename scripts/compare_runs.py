@@ -2,7 +2,7 @@
 the same example's attention plot in every run.
 
     .venv/bin/python scripts/compare_runs.py FOLDER [FOLDER ...] [--metrics test/exact test/bleu]
-        [--main-metric test/bleu] [--example 0] [--out PREFIX] [--readme README.md --section NAME]
+        [--main-metric test/bleu] [--example 0] [--out PREFIX] [--doc docs/results.md --section NAME]
 
 Each FOLDER is a run folder or a sweep folder (Hydra multirun) searched for the ``summary.json`` that
 train.py writes at the end of every run. The columns name the config groups whose option differs
@@ -11,8 +11,9 @@ the metrics (default: every test metric the runs share), the training time and t
 Written: ``<PREFIX>.md``, ``<PREFIX>.csv``,
 ``<PREFIX>_<metric>.png`` (bars of the main metric: default the test value of the metric the runs
 monitored) and ``<PREFIX>_attention.png`` (example ``--example`` of each run's last validation plots).
-PREFIX defaults to ``<FOLDER>/comparison`` for one folder. With ``--readme`` the table replaces the
-lines between ``<!-- compare:NAME -->`` and ``<!-- /compare:NAME -->``.
+PREFIX defaults to ``<FOLDER>/comparison`` for one folder. With ``--doc FILE`` (``make compare`` gives
+docs/results.md; ``--readme`` is the option's older name) the table replaces the lines between
+``<!-- compare:NAME -->`` and ``<!-- /compare:NAME -->`` in FILE.
 """
 
 from __future__ import annotations
@@ -107,15 +108,15 @@ def markdown(header: list[str], rows: list[list[str]]) -> str:
     return "\n".join(lines + ["| " + " | ".join(row) + " |" for row in rows]) + "\n"
 
 
-def replace_section(readme: Path, section: str, text: str) -> None:
-    """Put ``text`` between the section's markers in ``readme``; the markers must be there already."""
+def replace_section(doc: Path, section: str, text: str) -> None:
+    """Put ``text`` between the section's markers in ``doc``; the markers must be there already."""
     start, end = f"<!-- compare:{section} -->", f"<!-- /compare:{section} -->"
-    content = readme.read_text(encoding="utf-8")
+    content = doc.read_text(encoding="utf-8")
     if start not in content or end not in content:
-        raise SystemExit(f"compare_runs: {readme} has no '{start}' ... '{end}' markers: add them where the table goes")
+        raise SystemExit(f"compare_runs: {doc} has no '{start}' ... '{end}' markers: add them where the table goes")
     before, rest = content.split(start, 1)
     after = rest.split(end, 1)[1]
-    readme.write_text(f"{before}{start}\n{text}{end}{after}", encoding="utf-8")
+    doc.write_text(f"{before}{start}\n{text}{end}{after}", encoding="utf-8")
 
 
 def run_labels(runs: list[dict], columns: list[str]) -> list[str]:
@@ -194,8 +195,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--main-metric", help="the metric of the bar chart (default: the monitored one, on test)")
     parser.add_argument("--example", type=int, default=0, help="which validation example the attention grid shows")
     parser.add_argument("--out", type=Path, help="output prefix (default: <FOLDER>/comparison for one folder)")
-    parser.add_argument("--readme", type=Path, help="a Markdown file whose marked section receives the table")
-    parser.add_argument("--section", default="runs", help="the marker name in --readme")
+    parser.add_argument(
+        "--doc", "--readme", dest="doc", type=Path, metavar="FILE",
+        help="a Markdown file whose marked section receives the table (make compare: docs/results.md)",
+    )
+    parser.add_argument("--section", default="runs", help="the marker name in --doc")
     args = parser.parse_args(argv)
 
     runs = find_runs(args.folders)
@@ -212,8 +216,8 @@ def main(argv: list[str] | None = None) -> None:
         grid = image_grid(attention_images(runs, args.example), labels)
         for path in write_outputs(prefix, header, rows, text, bars, grid):
             print(f"wrote {path}", file=sys.stderr)  # stdout holds the table alone
-    if args.readme:
-        replace_section(args.readme, args.section, text)
+    if args.doc:
+        replace_section(args.doc, args.section, text)
 
 
 if __name__ == "__main__":

@@ -8,7 +8,8 @@ Each variant is ``NAME="override override ..."`` on top of the default config (`
 all). A variant runs ``train.py`` with its full schedule (so epoch 3 of a 12-epoch cosine is what it is in the
 full run) and is stopped once its CSV log holds ``--epochs`` validations; the table then gives the monitored
 metric after each epoch and the validation loss after the last. Runs side by side get one thread each: compare
-what they learned per epoch, not their speed. The README's table of the default MT run came from this script.
+what they learned per epoch, not their speed. The per-epoch table of the default MT run in docs/results.md came
+from this script.
 """
 
 from __future__ import annotations

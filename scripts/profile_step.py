@@ -5,7 +5,7 @@
 
 Prints non-padding target tokens per second, milliseconds per step (forward, loss, backward,
 optimizer step; median over the timed steps) and the operators that take the most time.
-Any train.py override applies. The figures in the README's Results were measured with it.
+Any train.py override applies. The step-time figures in docs/results.md were measured with it.
 """
 
 from __future__ import annotations
