@@ -76,11 +76,44 @@ def write_json_atomic(path: Path, data) -> None:
 
 
 def replay_skips(
-    bad_samples: BadSamples | None, split: str, skipped: list[tuple[str, str, str]], total: int, what: str
+    bad_samples: BadSamples | None,
+    split: str,
+    skipped: list[tuple[str, str, str]],
+    total: int,
+    what: str,
+    stage: str = "files",
 ) -> None:
-    """Tell ``bad_samples`` again what a cached read of ``total`` records skipped, so every run counts it."""
+    """Tell ``bad_samples`` again what a cached read of ``total`` records skipped (in ``stage``: unreadable
+    files, over a length limit, ...), so every run counts it."""
     policy = bad_samples if bad_samples is not None else BadSamples()
-    policy.begin(split, "files")
+    policy.begin(split, stage)
     for key, reason, problem in skipped:
-        policy.skip(split, "files", key, reason, problem)
-    policy.end(split, "files", total, f"{what}s")
+        policy.skip(split, stage, key, reason, problem)
+    policy.end(split, stage, total, f"{what}s")
+
+
+def file_skip(path: str | None, key: str, problem: Exception, corrupt: str) -> tuple[str, str, str]:
+    """(file or key, reason, problem) of a record whose file could not be read: "missing file" when the file does
+    not exist, else ``corrupt`` ("corrupt image", "corrupt audio")."""
+    reason = "missing file" if path and not os.path.exists(path) else corrupt
+    return str(path or key), reason, str(problem)
+
+
+def report_store_skips(
+    bad_samples: BadSamples | None,
+    split: str,
+    skipped: list[tuple[str, str, str]],
+    total: int,
+    rows: int,
+    what: str,
+    error: type[Exception],
+) -> None:
+    """Tell ``bad_samples`` what preparing a store of ``total`` records skipped (every run, cached or not). A split
+    with records none of which could be read is refused by ``error`` whatever ``max_skip_fraction`` says, after
+    its files are named (or at the first, with on_error=raise)."""
+    if total and not rows:
+        policy = bad_samples if bad_samples is not None else BadSamples()
+        naming = BadSamples(policy.on_error, 1.0, quiet=policy.quiet)  # its end() must not stop with a DataError
+        replay_skips(naming, split, skipped, total, what)
+        raise error(f"none of the {total} {what}s of the {split} split could be read (see the warnings)")
+    replay_skips(bad_samples, split, skipped, total, what)

@@ -27,6 +27,7 @@ from __future__ import annotations
 import bisect
 import fcntl
 import hashlib
+import itertools
 import json
 import logging
 import multiprocessing
@@ -38,7 +39,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wai
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import pyarrow as pa
@@ -328,8 +329,16 @@ def _shard_name(number: int) -> str:
     return f"shard-{number:05d}.arrow"
 
 
-def _write_shard(folder: Path, number: int, shard: Shard, items: int) -> dict[str, Any]:
-    """Write one shard (temporary name, then rename) with its skips in the schema metadata; its manifest entry."""
+class Written(NamedTuple):
+    """A shard on disk: its manifest entry, the items it skipped, and how many items it was prepared from."""
+
+    entry: dict[str, Any]
+    skipped: list[Skip]
+    items: int
+
+
+def _write_shard(folder: Path, number: int, shard: Shard, items: int) -> Written:
+    """Write one shard (temporary name, then rename) with its skips in the schema metadata."""
     table = pa.table(shard.columns)
     skipped = json.dumps({"skipped": [list(s) for s in shard.skipped], "items": items})
     table = table.replace_schema_metadata({b"attend": skipped.encode("utf-8")})
@@ -338,27 +347,29 @@ def _write_shard(folder: Path, number: int, shard: Shard, items: int) -> dict[st
     with pa.OSFile(str(partial), "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
         writer.write_table(table, max_chunksize=max(table.num_rows, 1))  # one record batch: one chunk per column
     partial.replace(path)
-    return _entry(path, table.num_rows)
+    return Written(_entry(path, table.num_rows), list(shard.skipped), items)
 
 
 def _entry(path: Path, rows: int) -> dict[str, Any]:
     return {"file": path.name, "rows": rows, "bytes": path.stat().st_size}
 
 
-def _prepare_in_worker(job: tuple[int, int, list[Any]]) -> dict[str, Any]:
+def _prepare_in_worker(job: tuple[int, int, list[Any]]) -> Written:
     number, first, chunk = job
     prepare, folder = _JOB  # type: ignore[misc]
     return _write_shard(folder, number, prepare(chunk, first), len(chunk))
 
 
-def _reuse_shard(path: Path) -> tuple[dict[str, Any], list[Skip], int] | None:
-    """A whole shard left by an interrupted preparation: its entry, skips and item count; None if unreadable."""
+def _reuse_shard(path: Path) -> Written | None:
+    """A whole shard left by an interrupted preparation; None if it is not there or cannot be read whole."""
+    if not path.is_file():
+        return None
     try:
         table = _map_shard(path)
         recorded = json.loads(table.schema.metadata[b"attend"])
     except (pa.ArrowInvalid, OSError, KeyError, TypeError, ValueError):
         return None
-    return _entry(path, table.num_rows), [tuple(s) for s in recorded["skipped"]], recorded["items"]
+    return Written(_entry(path, table.num_rows), [tuple(s) for s in recorded["skipped"]], recorded["items"])
 
 
 def _build(
@@ -371,55 +382,50 @@ def _build(
     describe: str,
 ) -> ExampleStore:
     global _JOB
-    entries: dict[int, dict[str, Any]] = {}
+    written: dict[int, Written] = {}
     reused = 0
     jobs = _chunks(items, shard_size)
-    if workers > 1:
+    # no more processes than chunks: a single chunk is prepared here, with nothing to fork
+    ahead = list(itertools.islice(jobs, max(workers, 2)))
+    parallel = workers > 1 and len(ahead) > 1
+    if parallel:
         _JOB = (prepare, folder)
-        pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"))
+        pool = ProcessPoolExecutor(min(workers, len(ahead)), mp_context=multiprocessing.get_context("fork"))
     try:
         pending: dict[Future, int] = {}
-        for number, first, chunk in jobs:
-            if (folder / _shard_name(number)).is_file() and (found := _reuse_shard(folder / _shard_name(number))):
-                entries[number] = found[0]
+        for number, first, chunk in itertools.chain(ahead, jobs):
+            if found := _reuse_shard(folder / _shard_name(number)):
+                written[number] = found
                 reused += 1
-                continue
-            if workers <= 1:
-                entries[number] = _write_shard(folder, number, prepare(chunk, first), len(chunk))
-                continue
-            pending[pool.submit(_prepare_in_worker, (number, first, chunk))] = number
-            if len(pending) >= 2 * workers:  # a bounded number of chunks in flight
-                done, _ = wait(pending, return_when=FIRST_COMPLETED)
-                for future in done:
-                    entries[pending.pop(future)] = future.result()
+            elif not parallel:
+                written[number] = _write_shard(folder, number, prepare(chunk, first), len(chunk))
+            else:
+                pending[pool.submit(_prepare_in_worker, (number, first, chunk))] = number
+                if len(pending) >= 2 * workers:  # a bounded number of chunks in flight
+                    done, _ = wait(pending, return_when=FIRST_COMPLETED)
+                    for future in done:
+                        written[pending.pop(future)] = future.result()
         for future in pending:
-            entries[pending[future]] = future.result()
+            written[pending[future]] = future.result()
     finally:
-        if workers > 1:
+        if parallel:
             pool.shutdown(cancel_futures=True)
             _JOB = None
     for stale in sorted(folder.glob("shard-*.arrow")):  # shards past the end, from a larger earlier input
-        if int(stale.stem.split("-")[1]) not in entries:
+        if int(stale.stem.split("-")[1]) not in written:
             stale.unlink()
-    ordered = [entries[number] for number in sorted(entries)]
-    skipped: list[Skip] = []
-    items_seen = 0
-    for entry in ordered:
-        table = _map_shard(folder / entry["file"])
-        recorded = json.loads(table.schema.metadata[b"attend"])
-        skipped += [tuple(s) for s in recorded["skipped"]]
-        items_seen += recorded["items"]
+    ordered = [written[number] for number in sorted(written)]
     manifest = {
         "format": FORMAT,
-        "shards": ordered,
-        "items": items_seen,
-        "skipped": [list(s) for s in skipped],
+        "shards": [shard.entry for shard in ordered],
+        "items": sum(shard.items for shard in ordered),
+        "skipped": [list(skip) for shard in ordered for skip in shard.skipped],
         "meta": (meta() if callable(meta) else meta) or {},
     }
     partial = folder / f".manifest.{os.getpid()}.tmp"
     partial.write_text(json.dumps(manifest, ensure_ascii=False), encoding="utf-8")
     partial.replace(folder / "manifest.json")  # written last: its presence means every shard is whole
-    rows = sum(entry["rows"] for entry in ordered)
+    rows = sum(shard.entry["rows"] for shard in ordered)
     log.info("prepared %d %s in %s (%d shards%s)", rows, describe, folder, len(ordered),
              f", {reused} reused from an interrupted preparation" if reused else "")
     store = open_store(folder)

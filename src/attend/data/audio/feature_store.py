@@ -8,7 +8,6 @@ the store keeps, so a cached start reports the same bad samples without opening 
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -21,7 +20,7 @@ from torch import nn
 from attend.data.audio import AudioReadError, Utterance, audio_duration
 from attend.data.audio.dataset import compute_features
 from attend.data.bad_samples import BadSamples
-from attend.data.cache import replay_skips
+from attend.data.cache import file_skip, report_store_skips
 from attend.data.store import ExampleStore, Shard, Skip, prepared_store
 
 SHARD_SIZE = 256  # utterances per shard: ~65 MB of LibriSpeech features, a few seconds of work for one process
@@ -47,7 +46,7 @@ def feature_store(
         }
         return Shard(columns, skipped)
 
-    return _prepared(folder, utterances, prepare, workers, shard_size, "utterance features")
+    return prepared_store(folder, utterances, prepare, shard_size, workers, describe="utterance features")
 
 
 def duration_store(folder: Path, utterances: list[Utterance], workers: int = 0, shard_size: int = SHARD_SIZE):
@@ -59,30 +58,13 @@ def duration_store(folder: Path, utterances: list[Utterance], workers: int = 0, 
         index, seconds, skipped = _read_chunk(chunk, first, lambda u: audio_duration(u.path))
         return Shard({"index": pa.array(index, pa.int64()), "duration": pa.array(seconds, pa.float64())}, skipped)
 
-    return _prepared(folder, utterances, prepare, workers, shard_size, "utterance durations")
+    return prepared_store(folder, utterances, prepare, shard_size, workers, describe="utterance durations")
 
 
 def report_skips(store: ExampleStore, utterances: list[Utterance], bad_samples: BadSamples | None, split: str) -> None:
     """Tell ``bad_samples`` what preparing the store skipped (every run, cached or not); AudioReadError when
     there were utterances and none could be read."""
-    if utterances and len(store) == 0:
-        policy = bad_samples if bad_samples is not None else BadSamples()
-        policy.begin(split, "files")
-        for skip in store.skipped:  # named in warnings (or DataError with on_error=raise), then the read error
-            policy.skip(split, "files", *skip)
-        raise AudioReadError(
-            f"none of the {len(utterances)} utterances of the {split} split could be read (see the warnings)"
-        )
-    replay_skips(bad_samples, split, store.skipped, len(utterances), "utterance")
-
-
-def _prepared(
-    folder: Path, utterances: list[Utterance], prepare: Callable, workers: int, shard_size: int, describe: str
-) -> ExampleStore:
-    """``prepared_store`` with no more processes than shards (one shard: prepared here, no pool to fork)."""
-    shards = -(-len(utterances) // shard_size)
-    workers = workers if shards > 1 else 0
-    return prepared_store(folder, utterances, prepare, shard_size, min(workers, shards), describe=describe)
+    report_store_skips(bad_samples, split, store.skipped, len(utterances), len(store), "utterance", AudioReadError)
 
 
 def _read_chunk(
@@ -94,16 +76,10 @@ def _read_chunk(
         try:
             values.append(read(utterance))
         except AudioReadError as problem:
-            skipped.append(_skip(utterance, problem))
+            skipped.append(file_skip(utterance.path, utterance.key, problem, "corrupt audio"))
             continue
         index.append(first + offset)
     return index, values, skipped
-
-
-def _skip(utterance: Utterance, problem: AudioReadError) -> Skip:
-    """(path, reason, problem) of unreadable audio: "missing file" if it does not exist, else "corrupt audio"."""
-    reason = "missing file" if not os.path.exists(utterance.path) else "corrupt audio"
-    return str(utterance.path), reason, str(problem)
 
 
 @contextmanager

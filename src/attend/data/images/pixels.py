@@ -4,7 +4,6 @@ object masks where the source has them), memory-mapped by every loader worker; v
 from __future__ import annotations
 
 import logging
-import os
 from pathlib import Path
 
 import numpy as np
@@ -15,7 +14,7 @@ from torch import Tensor
 from torchvision.transforms import v2
 
 from attend.data.bad_samples import BadSamples
-from attend.data.cache import replay_skips
+from attend.data.cache import file_skip, report_store_skips
 from attend.data.images import ImageCaption, ImageReadError
 from attend.data.store import ExampleStore, Shard, prepared_store
 
@@ -87,12 +86,11 @@ def image_store(
     def prepare(chunk: list[ImageCaption], first: int) -> Shard:
         return read_shard(source, chunk, first, size, masked)
 
-    chunks = -(-len(records) // SHARD_IMAGES)
     store = prepared_store(
-        folder, records, prepare, SHARD_IMAGES, workers if chunks > 1 else 0,  # one shard: no processes to fork
+        folder, records, prepare, SHARD_IMAGES, workers,
         meta={"size": size, "masked": masked}, describe=f"{split} images of {size} px",
     )
-    report_skips(store, records, bad_samples, split)
+    report_store_skips(bad_samples, split, store.skipped, len(records), len(store), "image", ImageReadError)
     return store
 
 
@@ -104,7 +102,7 @@ def read_shard(source, chunk: list[ImageCaption], first: int, size: int, masked:
             image = to_uint8_tensor(square_resize(source.load_image(record), size))  # (3, size, size) uint8
             mask = read_mask(source, record, size) if masked else None  # (size, size) uint8 or None
         except ImageReadError as problem:
-            skipped.append(image_skip(record, problem))
+            skipped.append(file_skip(record.path, record.key, problem, "corrupt image"))
             continue
         index.append(first + offset)
         pixels.append(image.numpy().tobytes())  # C order of the (3, size, size) view, whatever its strides
@@ -113,24 +111,6 @@ def read_shard(source, chunk: list[ImageCaption], first: int, size: int, masked:
     if masked:
         columns["mask"] = pa.array(masks, type=pa.binary())
     return Shard(columns, skipped)
-
-
-def image_skip(record: ImageCaption, problem: Exception) -> tuple[str, str, str]:
-    """(key, reason, problem) of an unreadable image: "missing file" if it does not exist, else "corrupt image"."""
-    path = record.path
-    reason = "missing file" if path and not os.path.exists(path) else "corrupt image"
-    return str(path or record.key), reason, str(problem)
-
-
-def report_skips(store: ExampleStore, records: list, bad_samples: BadSamples | None, split: str) -> None:
-    """Tell ``bad_samples`` what the store skipped; a split of records none of whose images could be read is
-    refused (after naming them, or at the first with on_error=raise) whatever ``max_skip_fraction`` says."""
-    if records and not len(store):
-        policy = bad_samples if bad_samples is not None else BadSamples()
-        naming = BadSamples(policy.on_error, 1.0, quiet=policy.quiet)  # its end() must not stop with a DataError
-        replay_skips(naming, split, store.skipped, len(records), "image")
-        raise ImageReadError(f"none of the {len(records)} images of the {split} split could be read (see the warnings)")
-    replay_skips(bad_samples, split, store.skipped, len(records), "image")
 
 
 def store_pixels(store: ExampleStore, row: int) -> Tensor:

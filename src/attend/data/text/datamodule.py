@@ -10,6 +10,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any, Protocol
 
 from attend.data.base import StoreDataModule
+from attend.data.cache import replay_skips
 from attend.data.splitting import SPLITS, Pair
 from attend.data.store import DamagedStoreError, ExampleStore, Shard, open_store, prepared_store
 from attend.data.text.dataset import TranslationCollate, TranslationDataset, pair_columns
@@ -234,9 +235,7 @@ class TranslationDataModule(StoreDataModule):
             if split not in self.source_read:
                 self._replay_source_skips(split, store)
         train = self.stores["train"]
-        self.bad_samples.begin("train", "length")
-        for key, reason, problem in train.skipped:
-            self.bad_samples.skip("train", "length", key, reason, problem)
+        replay_skips(self.bad_samples, "train", train.skipped, train.items, "pair", stage="length")
         self.dropped = len(train.skipped)
         log.info(
             "dropped %d of %d training pairs (empty, or longer than %d source / %d target tokens)",
@@ -245,7 +244,6 @@ class TranslationDataModule(StoreDataModule):
             self.max_source_len,
             self.max_target_len,
         )
-        self.bad_samples.end("train", "length", train.items, "pairs")
 
     def _replay_source_skips(self, split: str, store: ExampleStore) -> None:
         recorded = store.meta.get("source_totals", {})
@@ -350,8 +348,8 @@ class TrainingSide:
 
 
 def text_source_key(source: PairSource) -> Any:
-    """What a text source's pairs depend on: its ``settings()``, else (a source without them) the pairs."""
+    """What a text source's pairs depend on beyond its ``settings()``, which every store key holds already: for
+    a source without them, a hash of its pairs (read at every start: give a large source ``settings()``)."""
     if hasattr(source, "settings"):
-        return source.settings()
+        return None
     return hashlib.sha1(pickle.dumps(source.splits())).hexdigest()
-
