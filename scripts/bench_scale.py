@@ -369,7 +369,16 @@ def print_modality(modality: str, summary: dict) -> None:
 
 
 def parse_sizes(text: str | None) -> list[int] | None:
-    return None if text is None else sorted(int(s) for s in text.split(",") if s.strip())
+    """Comma-separated positive sizes ("10000,100000"), sorted; argparse turns a bad one into a usage error."""
+    if text is None:
+        return None
+    try:
+        sizes = sorted(int(s) for s in text.split(",") if s.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of whole numbers") from None
+    if not sizes or sizes[0] < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: give one or more sizes of at least 1")
+    return sizes
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -377,7 +386,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("overrides", nargs="*", help="Hydra overrides for every run, as for train.py")
     parser.add_argument("--modalities", default="text,images,audio", help="comma-separated: text,images,audio")
     for modality in MODALITIES:
-        parser.add_argument(f"--{modality}-sizes", default=None,
+        parser.add_argument(f"--{modality}-sizes", default=None, type=parse_sizes,
                             help=f"comma-separated training sizes (default {','.join(map(str, SIZES[modality]))})")
     parser.add_argument("--baseline-size", type=int, default=None,
                         help="examples of the 'empty-corpus' baseline (default 50; --quick: smaller)")
@@ -401,7 +410,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     unknown = sorted(set(args.modalities) - set(MODALITIES))
     if unknown:
         parser.error(f"unknown modality {', '.join(unknown)}; choose from {', '.join(MODALITIES)}")
-    args.sizes = {m: parse_sizes(getattr(args, f"{m}_sizes")) or (QUICK_SIZES if args.quick else SIZES)[m]
+    args.sizes = {m: getattr(args, f"{m}_sizes") or (QUICK_SIZES if args.quick else SIZES)[m]
                   for m in MODALITIES}
     args.steps = args.steps or (2 if args.quick else 5)
     args.loader_batches = args.loader_batches or (3 if args.quick else 30)

@@ -108,3 +108,12 @@ def test_slope_and_goals() -> None:
     assert bench_scale.growth(None) == "n/a"
     rows[1]["first"] = {"error": "boom"}
     assert bench_scale.slope(rows, bench_scale.FIGURES["prep_s"]) is None
+
+
+@pytest.mark.parametrize("sizes", ["10k", "0,100", ","])
+def test_bad_sizes_are_a_usage_error_not_a_traceback(sizes: str) -> None:
+    result = subprocess.run(
+        [sys.executable, str(SCRIPT), "--modalities", "text", f"--text-sizes={sizes}"],
+        capture_output=True, text=True, timeout=60,
+    )
+    assert result.returncode == 2 and "--text-sizes" in result.stderr and "Traceback" not in result.stderr
