@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import re
 import subprocess
 import sys
 
@@ -38,9 +39,10 @@ def resolve_paths(cfg):
     return cfg
 
 
-COMBINATIONS = list(
-    itertools.product(options("task"), options("attention"), options("decoder"), options("encoder"))
-)
+# the decoder flows; the named choices built on them (show_attend_tell, speller) are tested below
+DECODER_FLOWS = ["bahdanau", "luong", "transformer"]
+NAMED_DECODERS = sorted(set(options("decoder")) - set(DECODER_FLOWS))
+COMBINATIONS = list(itertools.product(options("task"), options("attention"), DECODER_FLOWS, options("encoder")))
 
 
 # what each modality's encoders get from the data module (DataModule.encoder_kwargs())
@@ -73,7 +75,7 @@ def test_every_combination_composes_and_instantiates(task, attention, decoder, e
 
 
 @pytest.mark.parametrize(
-    "group", ["trainer", "logger", "callbacks", "debug", "optim", "data", "experiment", "hparams_search"]
+    "group", ["trainer", "logger", "callbacks", "debug", "optim", "data", "experiment", "hparams_search", "search"]
 )
 def test_every_option_of_each_group_composes(group):
     for option in options(group):
@@ -93,8 +95,22 @@ def test_a_value_of_the_wrong_type_is_named_with_its_key():
 
 def test_debug_fast_is_small_and_keeps_no_checkpoint():
     cfg = compose_train(["debug=fast"])
-    assert cfg.callbacks.model_checkpoint is None and cfg.callbacks.last_checkpoint is None
+    assert cfg.hydra.runtime.choices.callbacks == "no_checkpoints"  # a callback set chosen, not entries nulled
+    default = compose_train([]).callbacks
+    assert set(default) - set(cfg.callbacks) == {"model_checkpoint", "last_checkpoint", "step_checkpoint"}
+    assert all(entry is not None for entry in cfg.callbacks.values())
+    assert cfg.callbacks.attention_plots.num_examples == 2  # debug's own value on the shared file
     assert cfg.trainer.max_steps <= 10
+
+
+def test_one_file_per_callback():
+    default = OmegaConf.load(CONF / "callbacks" / "default.yaml")
+    named = [entry for entry in default.defaults if entry != "_self_"]
+    assert sorted(named) == sorted(set(options("callbacks")) - {"default", "no_checkpoints"})
+    for name in named:
+        assert list(OmegaConf.load(CONF / "callbacks" / f"{name}.yaml")) == [name]  # the file holds its callback
+    callbacks = resolve_paths(compose_train([])).callbacks
+    assert list(callbacks) == named  # composed in the order listed
 
 
 def test_unknown_option_fails_at_once_with_the_choices():
@@ -120,9 +136,69 @@ def test_an_option_tuned_for_another_decoder_is_refused_by_name():
         check_config(cfg)
 
 
-def test_the_task_tunes_only_the_encoder_and_decoder_chosen():
-    rnn = compose_train(["task=caption"])
-    assert rnn.decoder.rnn_type == "lstm" and rnn.decoder.context_gate  # conf/task_tuning/decoder/caption_bahdanau
+def test_each_task_picks_a_named_decoder_and_another_choice_replaces_it_whole():
+    caption = compose_train(["task=caption"])
+    assert caption.hydra.runtime.choices.decoder == "show_attend_tell"
+    assert caption.decoder.rnn_type == "lstm" and caption.decoder.context_gate  # built on decoder/bahdanau.yaml
+    assert caption.decoder._target_ == "attend.decoders.BahdanauDecoder"
+    assert compose_train(["task=asr"]).decoder.embedding_dim == 64  # decoder/speller.yaml
+    luong = compose_train(["task=caption", "decoder=luong"]).decoder
+    assert dict(luong) == dict(OmegaConf.load(CONF / "decoder" / "luong.yaml"))  # nothing of the caption decoder
     transformer = resolve_paths(compose_train(["task=caption", "decoder=transformer"]))
     assert "rnn_type" not in transformer.decoder
     check_config(transformer)
+
+
+@pytest.mark.parametrize("decoder", NAMED_DECODERS)
+@pytest.mark.parametrize("task", options("task"))
+def test_every_named_decoder_builds_for_every_task(task, decoder):
+    cfg = resolve_paths(compose_train([f"task={task}", f"decoder={decoder}"]))
+    check_config(cfg)
+    module = instantiate(cfg.decoder, vocab_size=30, pad_id=0, memory_dim=256, attention=instantiate(cfg.attention))
+    memory = Memory(values=torch.randn(2, 4, 256), mask=torch.ones(2, 4, dtype=torch.bool))
+    logits, _ = module.eval()(torch.randint(3, 30, (2, 3)), memory)
+    assert logits.shape == (2, 3, 30)
+
+
+@pytest.mark.parametrize("task", options("task"))
+def test_the_task_writes_its_length_limits_once_for_both_searches(task):
+    cfg = resolve_paths(compose_train([f"task={task}"]))
+    limits = (cfg.decoding.max_len_a, cfg.decoding.max_len_b)
+    test_search, val_search = instantiate(cfg.model.test_search), instantiate(cfg.model.val_search)
+    assert type(test_search).__name__ == "BeamSearch" and type(val_search).__name__ == "GreedySearch"
+    assert test_search.beam_size == cfg.decoding.beam_size
+    for search in (test_search, val_search):
+        assert (search.max_len_a, search.max_len_b) == limits
+    greedy = resolve_paths(compose_train([f"task={task}", "search=greedy"]))
+    assert type(instantiate(greedy.model.test_search)).__name__ == "GreedySearch"  # the task's beam options stay out
+    assert (greedy.model.test_search.max_len_a, greedy.model.test_search.max_len_b) == limits
+    wider = resolve_paths(compose_train([f"task={task}", "model.test_search.beam_size=9", "decoding.max_len_b=7"]))
+    assert instantiate(wider.model.test_search).beam_size == 9
+    assert instantiate(wider.model.val_search).max_len_b == instantiate(wider.model.test_search).max_len_b == 7
+
+
+@pytest.mark.parametrize("data", options("data"))
+def test_every_data_config_gets_the_shared_options_once(data):
+    shared = OmegaConf.load(CONF / "data_common" / "default.yaml")
+    text = (CONF / "data" / f"{data}.yaml").read_text()
+    assert not any(f"{key}:" in line.split("#")[0] and not line.startswith("    ")
+                   for key in ("on_error", "max_skip_fraction") for line in text.splitlines()), data
+    cfg = resolve_paths(compose_train([f"data={data}"]))
+    for key in shared:
+        assert key in cfg.data, (data, key)
+    assert cfg.data.on_error == "skip" and cfg.data.max_skip_fraction == 0.1
+    assert resolve_paths(compose_train([f"data={data}", "data.on_error=raise"])).data.on_error == "raise"
+
+
+MACHINE_TIMING = re.compile(r"\d+(\.\d+)?\s*(ms|s|seconds|min|minutes)\b.*\b(here|a step|an epoch|CPU cores?)\b"
+                            r"|\b(here|on 2 CPU cores)\b.*\d+(\.\d+)?\s*(ms|s|minutes)\b")
+
+
+def test_no_machine_timings_in_config_comments():
+    found = []
+    for path in sorted(CONF.rglob("*.yaml")):
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            comment = line.partition("#")[2]
+            if MACHINE_TIMING.search(comment):
+                found.append(f"{path.relative_to(CONF)}:{number}: {comment.strip()}")
+    assert found == [], "machine timings belong in docs/, not conf/: " + "; ".join(found)

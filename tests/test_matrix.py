@@ -15,11 +15,10 @@ import torch
 from hydra.utils import instantiate
 
 from attend.search import BeamSearch
-from tests.conftest import ROOT
-from tests.test_config import compose_train
+from tests.test_config import DECODER_FLOWS, compose_train
 from tests.test_entry_points import ATTENTION_TYPES, pngs, run
 
-DECODERS = sorted(p.stem for p in (ROOT / "conf" / "decoder").glob("*.yaml"))
+DECODERS = DECODER_FLOWS  # the named decoders (show_attend_tell, speller) are these flows with other sizes: test_config
 # tiny models: the decoder's query size equals the memory size, so dot-product types apply
 RNN_DECODER = ["decoder.embedding_dim=16", "decoder.hidden_size=64"]
 TRANSFORMER_DECODER = ["decoder.d_model=64", "decoder.num_layers=1", "decoder.num_heads=2", "decoder.ff_dim=128"]

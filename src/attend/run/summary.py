@@ -116,10 +116,10 @@ def config_choices() -> dict[str, str]:
     if not HydraConfig.initialized():
         return {}
     choices = HydraConfig.get().runtime.choices
-    # the groups a user picks; not Hydra's own, not the task tuning that follows them, not the unset ones
+    # the groups a user picks; not Hydra's own, not the data options every data config shares, not the unset ones
     return {
-        group: str(option) for group, option in choices.items()
-        if option is not None and not group.startswith(("hydra", "task_tuning"))
+        group.split("@")[0]: str(option) for group, option in choices.items()
+        if option is not None and not group.startswith(("hydra", "data_common"))
     }
 
 
