@@ -8,14 +8,14 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-from torchmetrics.text import CharErrorRate, WordErrorRate
 
 from attend.attention import AdditiveAttention
-from attend.data import CharTokenizer
+from attend.data import CharTokenizer, Spectrogram
 from attend.decoders import BahdanauDecoder, LuongDecoder
 from attend.memory import Memory
+from attend.metrics import CharErrorRate, Decoded, WordErrorRate
 from attend.model import Seq2Seq
-from attend.plots import Spectrogram, close_figure, spectrogram_alignment
+from attend.plots import close_figure, spectrogram_alignment
 from attend.search import GreedySearch
 
 
@@ -93,16 +93,16 @@ def test_error_rates_add_up_across_ranks():
     references = ["the cat sat down", "the dog", "one two tree", "zero"]
     for metric_class in (CharErrorRate, WordErrorRate):
         whole = metric_class()
-        whole.update(hypotheses, references)
+        whole.update(Decoded.text(hypotheses, references))
         # what DDP does: each rank counts its shard, the states (errors, totals) are summed
         ranks = [metric_class(), metric_class()]
-        ranks[0].update(hypotheses[:1], references[:1])
-        ranks[1].update(hypotheses[1:], references[1:])
+        ranks[0].update(Decoded.text(hypotheses[:1], references[:1]))
+        ranks[1].update(Decoded.text(hypotheses[1:], references[1:]))
         assert all(ranks[0]._reductions[name] is not None for name in ("errors", "total"))
         summed = {name: getattr(ranks[0], name) + getattr(ranks[1], name) for name in ("errors", "total")}
         torch.testing.assert_close(summed["errors"] / summed["total"], whole.compute())
     wer = WordErrorRate()
-    wer.update(hypotheses, references)
+    wer.update(Decoded.text(hypotheses, references))
     assert float(wer.compute()) == pytest.approx(3 / 10)  # a deletion and two substitutions in 10 words
 
 
@@ -131,8 +131,8 @@ def test_monotone_alignment_counts_steps_that_do_not_go_back():
     result = SearchResult(tokens=torch.ones(2, 4, dtype=torch.long), lengths=torch.tensor([4, 3]), weights=weights,
                           scores=torch.zeros(2), eos_id=2)
     metric = MonotoneAlignment(tolerance=1)
-    metric.update({}, result, None)
+    metric.update(Decoded({}, result, []))
     assert float(metric.compute()) == pytest.approx(100.0 * 4 / 5)
     strict = MonotoneAlignment(tolerance=0)
-    strict.update({}, result, None)
+    strict.update(Decoded({}, result, []))
     assert float(strict.compute()) == pytest.approx(100.0 * 3 / 5)

@@ -16,7 +16,7 @@ from torchmetrics.utilities.data import dim_zero_sum
 from attend.data import CharTokenizer, DatePairs, ParallelText, TranslationDataModule, WordTokenizer
 from attend.data.text.date_alignment import date_pieces, iso_alignment, normalized_positions
 from attend.data.text.dates import DEFAULT_FORMATS, DEFAULT_LOCALES, WrittenDate
-from attend.metrics import AlignmentError, AttentionEntropy, CoverageDeficit
+from attend.metrics import AlignmentError, AttentionEntropy, CoverageDeficit, Decoded
 from attend.search import SearchResult
 
 MULTI30K = Path(__file__).parent / "fixtures" / "multi30k"
@@ -52,19 +52,19 @@ def padded_rows() -> SearchResult:
 
 def test_entropy_is_log_n_for_uniform_and_zero_for_one_hot_weights():
     metric = AttentionEntropy()
-    metric.update({}, padded_rows(), None)
+    metric.update(Decoded({}, padded_rows(), []))
     assert float(metric.compute()) == pytest.approx((2 * math.log(4) + 3 * 0.0) / 5)
     normalized = AttentionEntropy(normalized=True)
-    normalized.update({}, padded_rows(), None)
+    normalized.update(Decoded({}, padded_rows(), []))
     assert float(normalized.compute()) == pytest.approx((2 * 100.0 + 3 * 0.0) / 5)
 
 
 def test_entropy_without_source_lengths_counts_every_position_and_a_single_position_has_none():
     uniform = AttentionEntropy()
-    uniform.update({}, search_result(torch.full((1, 3, 6), 1 / 6), lengths=[3]), None)
+    uniform.update(Decoded({}, search_result(torch.full((1, 3, 6), 1 / 6), lengths=[3]), []))
     assert float(uniform.compute()) == pytest.approx(math.log(6))
     single = AttentionEntropy(normalized=True)  # log 1 = 0: no division by zero
-    single.update({}, search_result(torch.ones(1, 2, 1), lengths=[2], source_lengths=[1]), None)
+    single.update(Decoded({}, search_result(torch.ones(1, 2, 1), lengths=[2], source_lengths=[1]), []))
     assert float(single.compute()) == 0.0
 
 
@@ -75,7 +75,7 @@ def test_coverage_deficit_is_zero_for_a_one_to_one_alignment():
     weights[0, 4] = 0.9  # after the end: ignored
     weights[1, :3] = one_hot([2, 0, 1], 4)  # a permutation is one-to-one too
     metric = CoverageDeficit()
-    metric.update({}, search_result(weights, lengths=[4, 3], source_lengths=[4, 3]), None)
+    metric.update(Decoded({}, search_result(weights, lengths=[4, 3], source_lengths=[4, 3]), []))
     assert float(metric.compute()) == 0.0
 
 
@@ -83,7 +83,7 @@ def test_coverage_deficit_counts_positions_skipped_or_read_twice():
     weights = torch.zeros(1, 2, 3)
     weights[0] = one_hot([0, 0], 3)  # coverage (2, 0, 0): each position is one unit off
     metric = CoverageDeficit()
-    metric.update({}, search_result(weights, lengths=[2]), None)
+    metric.update(Decoded({}, search_result(weights, lengths=[2]), []))
     assert float(metric.compute()) == pytest.approx(1.0)
     assert not CoverageDeficit.higher_is_better and not AttentionEntropy.higher_is_better
 
@@ -94,11 +94,11 @@ def summed_state_value(
 ):
     """(the metric over all data, the metric from the shards' states summed as DDP does)."""
     full = metric_class()
-    full.update(batch or {}, whole, tokenizer)
+    full.update(Decoded(batch or {}, whole, [], tokenizer))
     ranks = []
     for shard_batch, shard in shards:
         rank = metric_class()
-        rank.update(shard_batch, shard, tokenizer)
+        rank.update(Decoded(shard_batch, shard, [], tokenizer))
         ranks.append(rank)
     assert all(reduction is dim_zero_sum for reduction in ranks[0]._reductions.values())  # what DDP applies
     for rank in ranks[1:]:
@@ -233,7 +233,7 @@ def date_result(peaks: list[int], hypothesis: str = REFERENCE, grid=None) -> Sea
 def alignment_error(result: SearchResult, batch: dict | None = None) -> AlignmentError:
     metric = AlignmentError()
     batch = {"alignments": [SPANS], "references": [REFERENCE]} if batch is None else batch
-    metric.update(batch, result, date_tokenizer())
+    metric.update(Decoded(batch, result, [], date_tokenizer()))
     return metric
 
 

@@ -1,4 +1,4 @@
-"""The captioning datamodule: image batches, the image store, unreadable images, checkpoint state, plots."""
+"""The captioning datamodule: image batches, the image store, unreadable images, checkpoint state, readable sources."""
 
 from __future__ import annotations
 
@@ -289,11 +289,11 @@ def test_augmented_transform_keeps_the_size() -> None:
         assert out.shape == (3, 16, 16) and out.dtype == torch.float32
 
 
-def test_plot_source_gives_the_cached_pixels(shapes_dm: CaptionDataModule) -> None:
+def test_readable_source_gives_the_cached_pixels(shapes_dm: CaptionDataModule) -> None:
     for split, loader in (("train", shapes_dm.train_dataloader()), ("val", shapes_dm.val_dataloader())):
         batch = next(iter(loader))
         for row in range(len(batch["sources"])):
-            image = shapes_dm.plot_source(batch, row)
+            image = shapes_dm.readable_source(batch, row)
             assert image.shape == (SIZE, SIZE, 3) and image.dtype == np.uint8
             assert close_to(image, cached_image(shapes_dm, split, int(batch["ids"][row])))
 
@@ -305,7 +305,7 @@ def test_batch_from_sources(shapes_dm: CaptionDataModule, tmp_path: Path) -> Non
     assert batch["src"].shape == (1, 3, SIZE, SIZE) and batch["sources"] == [path]
     assert batch["tgt"].tolist() == [[tok.bos_id, tok.eos_id]] and "src_lengths" not in batch
     expected = to_uint8_tensor(square_resize(read_rgb(path), SIZE)).permute(1, 2, 0).numpy()
-    assert close_to(shapes_dm.plot_source(batch, 0), expected)
+    assert close_to(shapes_dm.readable_source(batch, 0), expected)
     with pytest.raises(ImageReadError, match=r"nope\.png"):
         shapes_dm.batch_from_sources([path, str(tmp_path / "nope.png")])
 

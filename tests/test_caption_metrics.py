@@ -8,7 +8,7 @@ from pycocoevalcap.cider.cider import Cider
 from sacrebleu.metrics import BLEU as SacreBLEU
 
 from attend.data import WordTokenizer
-from attend.metrics import CaptionBLEU, CIDErD, Grounding, box_cells, caption_tokens
+from attend.metrics import CaptionBLEU, CIDErD, Decoded, Grounding, box_cells, caption_tokens
 from attend.search import SearchResult
 
 HYPOTHESES = [
@@ -36,16 +36,16 @@ def sacrebleu_score(order: int) -> float:
 def test_caption_bleu_equals_sacrebleu_however_batched(order, split):
     metric = CaptionBLEU(n=order)
     for start in range(0, len(HYPOTHESES), split):
-        metric.update(HYPOTHESES[start : start + split], REFERENCES[start : start + split])
+        metric.update(Decoded.text(HYPOTHESES[start : start + split], REFERENCES[start : start + split]))
     assert float(metric.compute()) == pytest.approx(sacrebleu_score(order), abs=1e-9)
 
 
 def test_caption_bleu_is_zero_without_a_four_gram_and_100_for_an_exact_copy():
     metric = CaptionBLEU(n=4)
-    metric.update(["a dog"], [["a dog runs"]])
+    metric.update(Decoded.text(["a dog"], [["a dog runs"]]))
     assert float(metric.compute()) == 0.0
     metric.reset()
-    metric.update(["A red apple on a table."], [["a red apple on a table", "something else entirely"]])
+    metric.update(Decoded.text(["A red apple on a table."], [["a red apple on a table", "something else entirely"]]))
     assert float(metric.compute()) == pytest.approx(100.0)
 
 
@@ -54,16 +54,16 @@ def test_cider_d_equals_pycocoevalcap_however_batched():
     res = {i: [" ".join(caption_tokens(h))] for i, h in enumerate(HYPOTHESES)}
     expected, _ = Cider().compute_score(gts, res)
     metric = CIDErD()
-    metric.update(HYPOTHESES[:1], REFERENCES[:1])
-    metric.update(HYPOTHESES[1:], REFERENCES[1:])
+    metric.update(Decoded.text(HYPOTHESES[:1], REFERENCES[:1]))
+    metric.update(Decoded.text(HYPOTHESES[1:], REFERENCES[1:]))
     assert float(metric.compute()) == pytest.approx(100.0 * expected, rel=1e-9)
     assert float(metric.compute()) > 0
 
 
 def test_cider_d_keeps_unicode_and_single_string_references():
     metric = CIDErD()
-    metric.update(["crème brûlée", "a cat"], ["crème brûlée", "a cat"])
-    metric.update(["a dog"], ["a cat"])
+    metric.update(Decoded.text(["crème brûlée", "a cat"], ["crème brûlée", "a cat"]))
+    metric.update(Decoded.text(["a dog"], ["a cat"]))
     assert float(metric.compute()) > 0
 
 
@@ -87,7 +87,7 @@ def test_grounding_scores_the_object_words_on_hand_made_weights():
     result = SearchResult(tokens, torch.tensor([steps]), weights, torch.zeros(1), tokenizer.eos_id, grid=(2, 2))
     pointing, mass = Grounding("pointing"), Grounding("mass")
     for metric in (pointing, mass):
-        metric.update({"objects": objects}, result, tokenizer)
+        metric.update(Decoded({"objects": objects}, result, [], tokenizer))
     assert float(pointing.compute()) == pytest.approx(50.0)  # circle hit, square missed
     assert float(mass.compute()) == pytest.approx(100 * (0.7 + 0.05) / 2)
 
@@ -100,6 +100,7 @@ def test_grounding_skips_words_that_name_another_object_and_memories_without_gri
     objects = [[{"kind": "circle", "box": (0.0, 0.0, 0.5, 0.5)}, {"kind": "square", "box": (0.5, 0.5, 1.0, 1.0)}]]
     metric = Grounding("pointing")
     result = SearchResult(tokens, torch.tensor([3]), weights, torch.zeros(1), tokenizer.eos_id, grid=(2, 2))
-    metric.update({"objects": objects}, result, tokenizer)  # "square" is matched with the circle: not counted
-    metric.update({"objects": objects}, SearchResult(tokens, torch.tensor([3]), weights, torch.zeros(1), 2), tokenizer)
+    metric.update(Decoded({"objects": objects}, result, [], tokenizer))  # "square" matched with the circle: skipped
+    without_grid = SearchResult(tokens, torch.tensor([3]), weights, torch.zeros(1), 2)
+    metric.update(Decoded({"objects": objects}, without_grid, [], tokenizer))
     assert int(metric.count) == 0

@@ -6,6 +6,7 @@ import itertools
 import re
 import subprocess
 import sys
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -13,7 +14,7 @@ from hydra import compose, initialize_config_dir
 from hydra.utils import get_class, instantiate
 from omegaconf import OmegaConf, open_dict
 
-from attend.builder import ConfigError, check_config
+from attend.builder import ConfigError, build_encoder, check_config
 from attend.memory import Memory
 from attend.run.config_types import type_errors
 from tests.conftest import ROOT
@@ -62,7 +63,8 @@ def test_every_combination_composes_and_instantiates(task, attention, decoder, e
             check_config(cfg)  # refused at start-up, before any data is read
         return
     check_config(cfg)
-    encoder_module = instantiate(cfg.encoder, **ENCODER_KWARGS[modality])
+    data = SimpleNamespace(modality=modality, encoder_kwargs=lambda: ENCODER_KWARGS[modality])
+    encoder_module = build_encoder(cfg, data)
     decoder_module = instantiate(
         cfg.decoder, vocab_size=60, pad_id=0, memory_dim=encoder_module.output_dim, attention=instantiate(cfg.attention)
     )

@@ -100,7 +100,8 @@ def scored(rows: list[list[str]], metrics: dict[str, str]) -> dict[str, float]:
     scores = {}
     for name, cls in metrics.items():
         metric = getattr(attend.metrics, cls)()
-        metric.update([hypothesis for _, _, hypothesis in rows], [reference for _, reference, _ in rows])
+        decoded = attend.metrics.Decoded.text([hyp for _, _, hyp in rows], [ref for _, ref, _ in rows])
+        metric.update(decoded)
         scores[f"test/{name}"] = float(metric.compute())
     return scores
 

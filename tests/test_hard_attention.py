@@ -10,7 +10,7 @@ import torch.nn.functional as F
 
 from attend.attention import HardAttention, LocationAttention, MultiHeadAttention
 from attend.decoders import BahdanauDecoder, LuongDecoder
-from attend.reinforce import Reinforce, samples_attention
+from attend.reinforce import Reinforce
 from tests.conftest import additive
 
 
@@ -97,9 +97,8 @@ def test_a_multi_head_scorer_is_refused_with_the_fix():
 def test_gradients_reach_the_attention_only_through_the_reinforce_term(memory, decoder_class):
     torch.manual_seed(0)
     decoder = decoder_class(30, 16, hard(), embedding_dim=8, hidden_size=16, dropout=0.0).train()
-    assert samples_attention(decoder) and not samples_attention(
-        decoder_class(30, 16, additive(), embedding_dim=8, hidden_size=16)
-    )
+    assert decoder.samples_attention
+    assert not decoder_class(30, 16, additive(), embedding_dim=8, hidden_size=16).samples_attention
     tgt = torch.randint(3, 30, (3, 6))
     tgt[2, 4:] = 0  # padding
     logits, attended = decoder(tgt[:, :-1], memory)

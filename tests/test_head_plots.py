@@ -9,8 +9,9 @@ import pytest
 import torch
 
 from attend.attention import MultiHeadAttention
+from attend.data import Spectrogram
 from attend.decoders import LuongDecoder
-from attend.plots import Spectrogram, close_figure, image_attention, spectrogram_alignment, text_heatmap
+from attend.plots import close_figure, image_attention, spectrogram_alignment, text_heatmap
 from attend.search import BeamSearch, GreedySearch
 
 HEADS, STEPS = 3, 4

@@ -38,7 +38,8 @@ def test_no_decoder_imports_from_the_encoders():
 
 
 def test_encoder_and_decoder_use_the_shared_layers_with_unchanged_parameter_names():
-    encoder = TransformerEncoder(vocab_size=20, d_model=8, num_layers=1, num_heads=2, ff_dim=16, positions="learned")
+    sizes = {"d_model": 8, "num_layers": 1, "num_heads": 2, "ff_dim": 16}
+    encoder = TransformerEncoder("text", vocab_size=20, positions="learned", **sizes)
     decoder = TransformerDecoder(20, 8, functools.partial(AdditiveAttention, hidden_dim=8), d_model=8, num_layers=1,
                                  num_heads=2, ff_dim=16, positions="learned")
     assert isinstance(encoder.stem.positions, Positions) and isinstance(decoder.positions, Positions)

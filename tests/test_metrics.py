@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import sacrebleu
 
-from attend.metrics import BLEU, ChrF, ExactMatch
+from attend.metrics import BLEU, ChrF, Decoded, ExactMatch
 
 HYPOTHESES = [
     "The cat sat on the mat.",
@@ -25,7 +25,7 @@ REFERENCES = [
 
 def fed_in_batches(metric, batch_size: int) -> float:
     for start in range(0, len(HYPOTHESES), batch_size):
-        metric.update(HYPOTHESES[start : start + batch_size], REFERENCES[start : start + batch_size])
+        metric.update(Decoded.text(HYPOTHESES[start : start + batch_size], REFERENCES[start : start + batch_size]))
     return float(metric.compute())
 
 
@@ -43,10 +43,10 @@ def test_bleu_equals_sacrebleu_corpus_bleu(batch_size):
 
 def test_chrf_of_identical_text_is_100_and_reset_clears_it():
     metric = ChrF()
-    metric.update(["a small red circle"], ["a small red circle"])
+    metric.update(Decoded.text(["a small red circle"], ["a small red circle"]))
     assert float(metric.compute()) == pytest.approx(100.0)
     metric.reset()
-    metric.update(["xyz"], ["a small red circle"])
+    metric.update(Decoded.text(["xyz"], ["a small red circle"]))
     assert float(metric.compute()) < 5.0
 
 

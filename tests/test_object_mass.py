@@ -24,7 +24,7 @@ from attend.data.images.pixels import (
 from attend.data.images.record import read_alpha, read_rgb
 from attend.data.images.tuxpaint import TUXPAINT_STAMPS
 from attend.data.store import store_folder
-from attend.metrics import ObjectArea, ObjectMass, cell_coverage
+from attend.metrics import Decoded, ObjectArea, ObjectMass, cell_coverage
 from attend.metrics.object_mass import area_matrix
 from attend.search import SearchResult
 from tests.test_config import compose_train, resolve_paths
@@ -107,7 +107,7 @@ def test_object_mass_and_its_chance_level_on_hand_made_weights() -> None:
     batch, result = hand_made()
     mass, area = ObjectMass(), ObjectArea()
     for metric in (mass, area):
-        metric.update(batch, result, None)
+        metric.update(Decoded(batch, result, []))
     assert int(mass.count) == int(area.count) == 5  # 2 words of the first caption, 3 of the third
     assert float(mass.compute()) == pytest.approx((1.0 + 0.5 + 3 * 0.2) / 5)
     assert float(area.compute()) == pytest.approx((2 * 0.25 + 3 * 0.5) / 5)
@@ -118,15 +118,15 @@ def test_uniform_attention_scores_the_chance_level() -> None:
     uniform = SearchResult(result.tokens, result.lengths, torch.full((3, 3, 4), 0.25), result.scores, EOS, grid=(2, 2))
     mass, area = ObjectMass(), ObjectArea()
     for metric in (mass, area):
-        metric.update(batch, uniform, None)
+        metric.update(Decoded(batch, uniform, []))
     assert float(mass.compute()) == pytest.approx(float(area.compute()))
 
 
 def test_batches_without_masks_and_memories_without_grid_are_not_counted() -> None:
     batch, result = hand_made()
     metric = ObjectMass()
-    metric.update({"references": []}, result, None)
-    metric.update(batch, SearchResult(result.tokens, result.lengths, result.weights, result.scores, EOS), None)
+    metric.update(Decoded({"references": []}, result, []))
+    metric.update(Decoded(batch, SearchResult(result.tokens, result.lengths, result.weights, result.scores, EOS), []))
     assert int(metric.count) == 0 and float(metric.compute()) == 0.0
 
 

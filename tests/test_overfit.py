@@ -45,8 +45,7 @@ def test_seq2seq_overfits_a_batch_of_dates(tmp_path):
         steps=250,
     )
     assert loss < 0.02
-    hypotheses, _ = model.generate(batch, instantiate(cfg.model.val_search))
-    assert hypotheses == batch["references"]
+    assert model.decode(batch, instantiate(cfg.model.val_search)).hypotheses == batch["references"]
 
 
 def test_captioner_overfits_a_few_shapes_images(tmp_path):
@@ -59,9 +58,9 @@ def test_captioner_overfits_a_few_shapes_images(tmp_path):
         steps=150,
         size=8,
     )
-    hypotheses, result = model.generate(batch, instantiate(cfg.model.val_search))
-    assert hypotheses == [references[0] for references in batch["references"]]  # exact captions
-    assert result.grid == (8, 8) and result.weights.shape[-1] == 64
+    decoded = model.decode(batch, instantiate(cfg.model.val_search))
+    assert decoded.hypotheses == [references[0] for references in batch["references"]]  # exact captions
+    assert decoded.result.grid == (8, 8) and decoded.result.weights.shape[-1] == 64
 
 
 def test_recognizer_overfits_a_few_utterances(tmp_path):
@@ -76,6 +75,6 @@ def test_recognizer_overfits_a_few_utterances(tmp_path):
         size=4,
         lr=6e-3,
     )
-    hypotheses, result = model.generate(batch, instantiate(cfg.model.val_search))
-    assert hypotheses == batch["references"]  # exact transcripts
-    assert result.source_lengths.tolist() == model.encoder.output_lengths(batch["src_lengths"]).tolist()
+    decoded = model.decode(batch, instantiate(cfg.model.val_search))
+    assert decoded.hypotheses == batch["references"]  # exact transcripts
+    assert decoded.result.source_lengths.tolist() == model.encoder.output_lengths(batch["src_lengths"]).tolist()

@@ -3,6 +3,7 @@ RunSummary callback writes the run's files."""
 
 from __future__ import annotations
 
+import ast
 import inspect
 import json
 from pathlib import Path
@@ -29,6 +30,25 @@ def test_the_run_harness_is_no_longer_at_the_package_root():
     assert not at_root & MOVED
     in_run = {p.stem for p in Path(attend.run.__path__[0]).glob("*.py")}
     assert MOVED <= in_run
+
+
+def imported_names(path: Path) -> set[str]:
+    """Every dotted name a file imports, at any depth: ``import a.b`` gives a.b, ``from a import b`` a and a.b."""
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names |= {node.module} | {f"{node.module}.{alias.name}" for alias in node.names}
+    return names
+
+
+def test_the_data_package_knows_nothing_of_plots_or_callbacks():
+    data = Path(attend.__path__[0]) / "data"
+    for path in data.rglob("*.py"):
+        names = imported_names(path)
+        shown = {n for n in names for part in ("attend.plots", "attend.callbacks") if (n + ".").startswith(part + ".")}
+        assert not shown, f"{path.relative_to(data)} imports {shown}"
 
 
 def test_train_fits_on_a_screen_and_names_no_sweeper_logger_or_signal():

@@ -10,9 +10,15 @@ import pytest
 import soundfile as sf
 import torch
 
-from attend.data import CharTokenizer, LogMelFrontEnd, SentencePieceTokenizer, SpecAugment, SpeechDataModule
+from attend.data import (
+    CharTokenizer,
+    LogMelFrontEnd,
+    SentencePieceTokenizer,
+    SpecAugment,
+    Spectrogram,
+    SpeechDataModule,
+)
 from attend.data.audio import AudioReadError, JsonlManifest
-from attend.plots import Spectrogram
 
 TEXTS = ["one two", "three", "four five six", "seven eight", "nine", "ten eleven", "twelve", "zero one"]
 
@@ -124,12 +130,12 @@ def test_sentencepiece_units_as_targets(manifest, tmp_path):
     assert datamodule.tokenizer.decode(batch["tgt"][0, 1:].tolist()) in TEXTS[2:5]
 
 
-def test_audio_files_become_a_batch_and_plot_sources(manifest, tmp_path):
+def test_audio_files_become_a_batch_and_readable_sources(manifest, tmp_path):
     datamodule = make_datamodule(manifest, tmp_path)
     paths = [str(tmp_path / "audio" / "test_0.wav"), str(tmp_path / "audio" / "test_2.wav")]
     batch = datamodule.batch_from_sources(paths)
     assert batch["src"].shape[0] == 2 and batch["sources"] == paths
-    spectrogram = datamodule.plot_source(batch, 0)
+    spectrogram = datamodule.readable_source(batch, 0)
     assert isinstance(spectrogram, Spectrogram) and spectrogram.features.shape == (40, int(batch["src_lengths"][0]))
     assert spectrogram.seconds == pytest.approx(0.7, abs=0.05)
     with pytest.raises(AudioReadError, match="nope.wav"):

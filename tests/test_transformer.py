@@ -44,7 +44,7 @@ def one_thread():
 
 def text_encoder(**extra) -> TransformerEncoder:
     torch.manual_seed(0)
-    return TransformerEncoder(vocab_size=40, pad_id=0, **{**SIZES, **extra}).eval()
+    return TransformerEncoder("text", vocab_size=40, pad_id=0, **{**SIZES, **extra}).eval()
 
 
 def decoder(attention: str = "multihead", memory_dim: int = 16, **extra) -> TransformerDecoder:
@@ -69,7 +69,7 @@ def test_text_stem_shapes_and_mask(source_batch):
 @pytest.mark.parametrize("positions", ["sinusoidal", "learned"])
 def test_audio_stem_keeps_a_quarter_of_the_frames(positions):
     torch.manual_seed(0)
-    encoder = TransformerEncoder(input_dim=10, positions=positions, **SIZES).eval()
+    encoder = TransformerEncoder("audio", input_dim=10, positions=positions, **SIZES).eval()
     memory = encoder(torch.randn(3, 13, 10), torch.tensor([13, 9, 1]))
     assert memory.values.shape == (3, 4, 16)
     assert memory.lengths.tolist() == [math.ceil(n / 4) for n in (13, 9, 1)]
@@ -78,7 +78,7 @@ def test_audio_stem_keeps_a_quarter_of_the_frames(positions):
 @pytest.mark.parametrize("positions", ["sinusoidal", "learned"])
 def test_image_stem_gives_a_grid_with_2d_positions(positions):
     torch.manual_seed(0)
-    encoder = TransformerEncoder(channels=[4, 8], positions=positions, **SIZES).eval()
+    encoder = TransformerEncoder("image", channels=[4, 8], positions=positions, **SIZES).eval()
     memory = encoder(torch.randn(2, 3, 32, 24))
     assert memory.grid == (8, 6) and memory.values.shape == (2, 48, 16) and bool(memory.mask.all())
     table = encoder.stem.positions(8, 6, memory.values)  # (48, 16)
@@ -87,6 +87,19 @@ def test_image_stem_gives_a_grid_with_2d_positions(positions):
     rows, columns = table.view(8, 6, 16)[..., :8], table.view(8, 6, 16)[..., 8:]
     torch.testing.assert_close(rows, rows[:, :1].expand_as(rows))
     torch.testing.assert_close(columns, columns[:1].expand_as(columns))
+
+
+MODALITIES = ("text", "audio", "image")
+
+
+def test_the_stem_is_the_declared_modality_and_a_missing_size_is_named():
+    sizes = {"vocab_size": 40, "input_dim": 10, "channels": [4, 8], **SIZES}  # every size: the modality decides
+    stems = {modality: type(TransformerEncoder(modality, **sizes).stem).__name__ for modality in MODALITIES}
+    assert stems == {"text": "TokenStem", "audio": "AudioStem", "image": "ImageStem"}
+    with pytest.raises(ValueError, match="reads audio here and needs input_dim"):
+        TransformerEncoder("audio", vocab_size=40, **SIZES)
+    with pytest.raises(ValueError, match="text, image or audio; the data module's modality is 'video'"):
+        TransformerEncoder("video", **SIZES)
 
 
 def test_sinusoidal_positions_follow_the_paper():
@@ -114,7 +127,7 @@ def test_padding_does_not_change_a_row(source_batch):
 
 def test_audio_padding_does_not_change_a_row():
     torch.manual_seed(0)
-    encoder = TransformerEncoder(input_dim=10, **SIZES).eval()
+    encoder = TransformerEncoder("audio", input_dim=10, **SIZES).eval()
     features = torch.randn(2, 17, 10)
     batch = encoder(features, torch.tensor([17, 9]))
     alone = encoder(features[1:, :9], torch.tensor([9]))
@@ -219,7 +232,7 @@ def test_batched_beam_search_equals_one_sentence_at_a_time(beam_size, source_bat
 
 
 def test_memory_of_another_size_is_projected(source_batch):
-    memory = TransformerEncoder(vocab_size=40, **{**SIZES, "d_model": 12}).eval()(*source_batch)
+    memory = TransformerEncoder("text", vocab_size=40, **{**SIZES, "d_model": 12}).eval()(*source_batch)
     model = decoder("dot", memory_dim=12)
     logits, attended = model(torch.randint(3, 30, (3, 4)), memory)
     assert logits.shape == (3, 4, 30) and model.prepare(memory).values.shape == (3, 7, 16)
@@ -253,13 +266,13 @@ def test_sizes_that_cannot_split_into_heads_are_refused():
     with pytest.raises(ValueError, match="num_heads"):
         TransformerDecoder(30, 16, DotAttention, d_model=18, num_heads=4)
     with pytest.raises(ValueError, match="num_heads"):
-        TransformerEncoder(vocab_size=30, d_model=18, num_heads=4)
+        TransformerEncoder("text", vocab_size=30, d_model=18, num_heads=4)
 
 
 def test_a_tiny_model_learns_to_copy():
     torch.manual_seed(0)
     sizes = {"d_model": 32, "num_layers": 1, "num_heads": 2, "ff_dim": 64, "dropout": 0.0}
-    encoder = TransformerEncoder(vocab_size=12, **sizes)
+    encoder = TransformerEncoder("text", vocab_size=12, **sizes)
     model = TransformerDecoder(12, 32, ATTENTIONS["multihead"], **sizes)
     parameters = [*encoder.parameters(), *model.parameters()]
     optimizer = torch.optim.Adam(parameters, lr=3e-3)

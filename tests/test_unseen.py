@@ -17,7 +17,7 @@ from attend.data import CaptionDataModule, WordTokenizer
 from attend.data.images import ShapeScenes, TuxPaintStamps
 from attend.data.images.tuxpaint import TUXPAINT_STAMPS
 from attend.data.unseen import caption_set, is_unseen
-from attend.metrics import CaptionBLEU, CIDErD, UnseenOnly
+from attend.metrics import CaptionBLEU, CIDErD, Decoded, UnseenOnly
 from attend.search import SearchResult
 from tests.test_config import compose_train, resolve_paths
 
@@ -32,8 +32,8 @@ def tokenizer() -> WordTokenizer:
     return words
 
 
-def batch_and_result(words: WordTokenizer, rows: list[int], with_unseen: bool = True) -> tuple[dict, SearchResult]:
-    """The rows of the examples above as a batch and the search result that decodes to their hypotheses."""
+def decoded(words: WordTokenizer, rows: list[int], with_unseen: bool = True) -> Decoded:
+    """The rows of the examples above as the model decodes them: the batch, a search result and its hypotheses."""
     ids = [words.encode(HYPOTHESES[i]) + [words.eos_id] for i in rows]
     width = max(len(i) for i in ids)
     tokens = torch.tensor([i + [words.pad_id] * (width - len(i)) for i in ids])  # (B, T)
@@ -43,13 +43,13 @@ def batch_and_result(words: WordTokenizer, rows: list[int], with_unseen: bool = 
     batch = {"references": [REFERENCES[i] for i in rows]}
     if with_unseen:
         batch["unseen"] = torch.tensor([UNSEEN[i] for i in rows])
-    return batch, result
+    return Decoded(batch, result, [words.decode(ids) for ids in result.sequences()], words)
 
 
 def filtered(metric, rows: list[int]):
     """The wrapped metric updated directly with the unseen ones of ``rows``."""
     kept = [i for i in rows if UNSEEN[i]]
-    metric.update([HYPOTHESES[i] for i in kept], [REFERENCES[i] for i in kept])
+    metric.update(Decoded.text([HYPOTHESES[i] for i in kept], [REFERENCES[i] for i in kept]))
     return metric.compute()
 
 
@@ -96,13 +96,13 @@ def test_unseen_only_equals_the_wrapped_metric_on_the_unseen_rows(make) -> None:
     words = tokenizer()
     metric = UnseenOnly(make())
     for rows in ([0, 1], [2, 3, 4]):
-        metric.update(*batch_and_result(words, rows), words)
+        metric.update(decoded(words, rows))
     assert float(metric.compute()) == pytest.approx(float(filtered(make(), [0, 1, 2, 3, 4])))
     assert float(metric.compute()) != pytest.approx(float(filtered(make(), [])))  # something was counted
     clone = metric.clone()
     metric.reset()
     assert float(clone.compute()) > 0  # a clone keeps its own wrapped states
-    metric.update(*batch_and_result(words, [3, 4]), words)
+    metric.update(decoded(words, [3, 4]))
     assert float(metric.compute()) == pytest.approx(float(filtered(make(), [3, 4])))  # reset reached the wrapped
 
 
@@ -112,8 +112,8 @@ def test_batches_without_unseen_count_nothing_and_give_zero(make) -> None:
     metric = UnseenOnly(make())
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # no "compute before update" warning either
-        metric.update(*batch_and_result(words, [0, 2], with_unseen=False), words)
-        metric.update(*batch_and_result(words, [1, 4]), words)  # only seen rows
+        metric.update(decoded(words, [0, 2], with_unseen=False))
+        metric.update(decoded(words, [1, 4]))  # only seen rows
         value = metric.compute()
     assert torch.isfinite(value) and float(value) == 0.0
 
@@ -140,7 +140,7 @@ def _rank(rank: int, port: int, shares: list[list[int]], queue) -> None:
         words = tokenizer()
         values = []
         for metric in (UnseenOnly(CaptionBLEU(n=2)), UnseenOnly(CIDErD())):
-            metric.update(*batch_and_result(words, shares[rank]), words)
+            metric.update(decoded(words, shares[rank]))
             values.append(float(metric.compute()))
         queue.put((rank, values))
     finally:

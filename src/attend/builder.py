@@ -7,6 +7,7 @@ import inspect
 import lightning as L
 from hydra.utils import get_class, instantiate
 from omegaconf import DictConfig, OmegaConf
+from torch import nn
 
 from attend.model import Seq2Seq
 from attend.run.config_types import type_errors
@@ -86,11 +87,20 @@ def build_datamodule(cfg: DictConfig, tokenizer_states: dict | None = None) -> L
     return datamodule
 
 
+def build_encoder(cfg: DictConfig, datamodule: L.LightningDataModule) -> nn.Module:
+    """The encoder with what the data gives it: its sizes (``encoder_kwargs()``) and, for an encoder that reads
+    any modality (its class's ``modality`` is None: the Transformer), which one the data module gives."""
+    options = dict(datamodule.encoder_kwargs())
+    if get_class(cfg.encoder._target_).modality is None:
+        options["modality"] = datamodule.modality
+    return instantiate(cfg.encoder, **options)
+
+
 def build_model(cfg: DictConfig, datamodule: L.LightningDataModule) -> Seq2Seq:
     """Encoder from ``cfg.encoder``, attention partial from ``cfg.attention``, decoder around both."""
     tokenizers = datamodule.tokenizers()
     target = tokenizers["target"]
-    encoder = instantiate(cfg.encoder, **datamodule.encoder_kwargs())
+    encoder = build_encoder(cfg, datamodule)
     decoder = instantiate(
         cfg.decoder,
         vocab_size=target.vocab_size,

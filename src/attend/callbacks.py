@@ -8,10 +8,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 import lightning as L
-from lightning.pytorch.loggers import TensorBoardLogger, WandbLogger
 from lightning.pytorch.utilities import rank_zero_only
 
 from attend.plots import close_figure
+from attend.run.loggers import AttentionLogger
 
 log = logging.getLogger(__name__)
 
@@ -19,9 +19,9 @@ log = logging.getLogger(__name__)
 class AttentionPlots(L.Callback):
     """Decode a fixed set of validation examples each validation epoch; plot and log their attention.
 
-    PNGs land in ``<output_dir>/attention/epoch_XXX/``; W&B receives images and a table of
-    source, reference and output; TensorBoard receives figures and text. With multi-head attention
-    ``per_head`` draws one panel per head; otherwise the heads' mean.
+    PNGs land in ``<output_dir>/attention/epoch_XXX/``; every logger that can show them (``log_attention``,
+    ``attend.run.loggers``: W&B, TensorBoard) receives them with each example's source, reference and
+    output. With multi-head attention ``per_head`` draws one panel per head; otherwise the heads' mean.
     """
 
     def __init__(
@@ -63,7 +63,9 @@ class AttentionPlots(L.Callback):
         (folder / "samples.tsv").write_text(
             "source\treference\toutput\n" + "".join("\t".join(r) + "\n" for r in rows), encoding="utf-8"
         )
-        _log_to_loggers(trainer, figures, paths, rows)
+        for logger in trainer.loggers:
+            if isinstance(logger, AttentionLogger):  # a declared ability, not a logger class
+                logger.log_attention(figures, paths, rows, trainer.global_step)
         for fig in figures:
             close_figure(fig)
         return folder
@@ -78,19 +80,19 @@ def draw_attention(
 
     Weights over an image grid reach ``plot`` as (T, h, w), over a sequence as (T, S); with
     ``per_head`` and a multi-head search result, with a leading head axis (H, T, ...). The source
-    is what ``datamodule.plot_source`` gives (tokens, an image, a spectrogram).
+    is what ``datamodule.readable_source`` gives (tokens, an image, a spectrogram).
     """
     batch = pl_module.transfer_batch_to_device(batch, pl_module.device, 0)
     was_training = pl_module.training
     pl_module.eval()
-    hypotheses, result = pl_module.generate(batch, pl_module.val_search)
+    decoded = pl_module.decode(batch, pl_module.val_search)
     pl_module.train(was_training)
     folder.mkdir(parents=True, exist_ok=True)
-    tokenizer = pl_module.target_tokenizer
+    result = decoded.result
     figures, paths, rows = [], [], []
-    for i, hypothesis in enumerate(hypotheses):
+    for i, hypothesis in enumerate(decoded.hypotheses):
         length = int(result.lengths[i])
-        output = tokenizer.tokens(result.tokens[i, :length].tolist())
+        output = decoded.output_tokens(i)
         if per_head and result.head_weights is not None:
             weights = result.head_weights[i, :, :length].float().cpu().numpy()  # (H, T, S)
         else:
@@ -99,7 +101,7 @@ def draw_attention(
             weights = weights.reshape(*weights.shape[:-1], *result.grid)  # ([H,] T, h, w)
         elif result.source_lengths is not None:
             weights = weights[..., : int(result.source_lengths[i])]  # ([H,] T, S_i): no padding columns
-        fig = plot(weights, datamodule.plot_source(batch, i), output, title=f"{name} example {i}")
+        fig = plot(weights, datamodule.readable_source(batch, i), output, title=f"{name} example {i}")
         path = folder / f"{stem}_{first + i}.png"
         fig.savefig(path, format="png")
         figures.append(fig)
@@ -111,22 +113,6 @@ def draw_attention(
 def reference_text(reference: str | list[str]) -> str:
     """One reference, or several joined by " | " (captions), for tables and TSV files."""
     return reference if isinstance(reference, str) else " | ".join(reference)
-
-
-def _log_to_loggers(trainer: L.Trainer, figures: list, paths: list[str], rows: list[list[str]]) -> None:
-    step = trainer.global_step
-    for logger in trainer.loggers:
-        if isinstance(logger, WandbLogger):
-            for i, path in enumerate(paths):  # one panel per example: sizes differ, and a slider per panel
-                logger.log_image(key=f"val/attention/example_{i}", images=[path], step=step)
-            logger.log_table(
-                key="val/samples", columns=["source", "reference", "output"], data=rows, step=step
-            )
-        elif isinstance(logger, TensorBoardLogger):
-            for i, fig in enumerate(figures):
-                logger.experiment.add_figure(f"val/attention/{i}", fig, global_step=step, close=False)
-            text = "\n\n".join(" | ".join(r) for r in rows)
-            logger.experiment.add_text("val/samples", text, global_step=step)
 
 
 class TokensPerSecond(L.Callback):

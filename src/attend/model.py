@@ -14,9 +14,8 @@ from torchmetrics import MeanMetric, Metric
 
 from attend.attention import AttentionOutput
 from attend.init import initialize
-from attend.metrics import AttentionMetric
-from attend.reinforce import Reinforce, samples_attention
-from attend.search import SearchResult
+from attend.metrics import Decoded
+from attend.reinforce import Reinforce
 
 log = logging.getLogger(__name__)
 # checkpoint key of each tokenizer role, as the data modules' load_state_dict reads them
@@ -45,9 +44,11 @@ class Seq2Seq(L.LightningModule):
 
     ``tokenizers`` maps "target" (and "source" for text sources) to tokenizer objects; their
     states and the run's resolved config are saved in every checkpoint, so evaluation rebuilds
-    both without training data. Metrics are text metrics, ``update(hypotheses, references)``, or
-    ``AttentionMetric``s that read the search's attention weights and the batch. With ``ctc_weight``
-    lambda > 0 the objective is (1 - lambda) * attention loss + lambda * CTC loss of the encoder output.
+    both without training data. Every metric is ``update(decoded)`` with the ``Decoded`` batch (the
+    batch, the search's result and the hypotheses); the progress bar shows the first metric that
+    declares ``headline``. The decoder declares ``samples_attention`` (the REINFORCE term is kept
+    then) and ``attention_penalty`` (None: no penalty). With ``ctc_weight`` lambda > 0 the objective
+    is (1 - lambda) * attention loss + lambda * CTC loss of the encoder output.
     ``loss_normalization`` (tokens, sentences) divides the summed cross-entropy by the batch's target
     tokens or by its sentences. ``init`` (xavier, pytorch) initialises the parameters
     (``attend.init.initialize``; a pretrained backbone keeps its weights). ``compile_parts``
@@ -96,7 +97,7 @@ class Seq2Seq(L.LightningModule):
         # hybrid CTC/attention (Watanabe et al. 2017, ESPnet): a CTC output layer on the encoder, blank = pad id
         self.ctc_head = nn.Linear(encoder.output_dim, self.target_tokenizer.vocab_size) if ctc_weight > 0 else None
         # the REINFORCE term of hard attention; kept only when the decoder samples (no buffer otherwise)
-        self.reinforce = reinforce if samples_attention(decoder) else None
+        self.reinforce = reinforce if decoder.samples_attention else None
         self.run_config = run_config or {}
         self.val_metrics = nn.ModuleDict({name: metric.clone() for name, metric in metrics.items()})
         self.test_metrics = nn.ModuleDict({name: metric.clone() for name, metric in metrics.items()})
@@ -111,8 +112,8 @@ class Seq2Seq(L.LightningModule):
         self.max_nonfinite_steps = max_nonfinite_steps
         self.nonfinite_steps = 0  # training steps skipped for a NaN or inf loss, in all
         self.nonfinite_in_a_row = 0
-        # the progress bar shows the first text metric (BLEU, CER), not a diagnostic a data config adds
-        self.headline_metric = next((n for n, m in metrics.items() if not isinstance(m, AttentionMetric)), None)
+        # the progress bar shows the first text score (BLEU, CER), not a diagnostic a data config adds
+        self.headline_metric = next((n for n, m in metrics.items() if getattr(m, "headline", False)), None)
 
     # -- model ----------------------------------------------------------------------------
     def encode(self, batch: dict):
@@ -138,26 +139,27 @@ class Seq2Seq(L.LightningModule):
         return total / (tgt_out != self.target_tokenizer.pad_id).sum().clamp(min=1)
 
     @torch.no_grad()
-    def generate(self, batch: dict, search: Callable) -> tuple[list[str], SearchResult]:
-        """Decode a batch with ``search``; returns detokenised texts and the raw result."""
+    def decode(self, batch: dict, search: Callable) -> Decoded:
+        """Decode a batch with ``search``: the batch, the search's result and its detokenised texts."""
         tok = self.target_tokenizer
         result = search(
             self.decoder, self.encode(batch), bos_id=tok.bos_id, eos_id=tok.eos_id, pad_id=tok.pad_id
         )
-        return [tok.decode(ids) for ids in result.sequences()], result
+        return Decoded(batch, result, [tok.decode(ids) for ids in result.sequences()], tok)
 
     # -- steps ----------------------------------------------------------------------------
     def teacher_forced_losses(self, batch: dict) -> dict[str, Tensor]:
         """The parts of the objective: ``cross_entropy`` of predicting tgt[1:] from tgt[:-1] and the
-        source, ``attention_penalty`` (decoders with ``doubly_stochastic``), ``ctc`` (with ``ctc_weight``),
+        source, ``attention_penalty`` (when the decoder has one), ``ctc`` (with ``ctc_weight``),
         ``reinforce`` (hard attention while training: the term that trains where it looks)."""
         memory = self.encode(batch)
         tgt_out = batch["tgt"][:, 1:]
         logits, attended = self.decoder(batch["tgt"][:, :-1], memory)  # (B, T, V), weights (B, T, S)
         losses = {"cross_entropy": self.loss(logits, tgt_out)}
-        if getattr(self.decoder, "doubly_stochastic", 0.0):
-            target_mask = tgt_out != self.target_tokenizer.pad_id  # (B, T)
-            losses["attention_penalty"] = self.decoder.attention_penalty(attended.weights, target_mask, memory.mask)
+        target_mask = tgt_out != self.target_tokenizer.pad_id  # (B, T)
+        penalty = self.decoder.attention_penalty(attended.weights, target_mask, memory.mask)  # () or None
+        if penalty is not None:
+            losses["attention_penalty"] = penalty
         if self.ctc_head is not None:
             losses["ctc"] = self.ctc_loss(memory, batch["tgt"])
         if attended.log_prob is not None and self.reinforce is not None:
@@ -203,15 +205,12 @@ class Seq2Seq(L.LightningModule):
             return loss
         search = self.val_search if stage == "val" else self.test_search
         metrics = self.val_metrics if stage == "val" else self.test_metrics
-        hypotheses, result = self.generate(batch, search)
+        decoded = self.decode(batch, search)
         for name, metric in metrics.items():
-            if isinstance(metric, AttentionMetric):
-                metric.update(batch, result, self.target_tokenizer)  # torchmetrics' wrapped update
-            else:
-                metric.update(hypotheses, batch["references"])
+            metric.update(decoded)
             self.log(f"{stage}/{name}", metric, prog_bar=name == self.headline_metric, batch_size=batch_size)
         if stage == "test":
-            rows = zip(batch["ids"].tolist(), batch["sources"], batch["references"], hypotheses, strict=True)
+            rows = zip(batch["ids"].tolist(), batch["sources"], decoded.references, decoded.hypotheses, strict=True)
             for index, source, reference, hypothesis in rows:
                 self.test_predictions.append(
                     {"id": index, "source": source, "reference": reference, "hypothesis": hypothesis}

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import matplotlib
 
 matplotlib.use("Agg")
@@ -13,17 +11,7 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
-
-@dataclass(frozen=True)
-class Spectrogram:
-    """What speech plots show of a source: log-mel features (n_mels, frames) and the hop in seconds."""
-
-    features: np.ndarray
-    hop_seconds: float
-
-    @property
-    def seconds(self) -> float:
-        return self.features.shape[1] * self.hop_seconds
+from attend.data.audio.features import Spectrogram  # noqa: E402
 
 
 def text_heatmap(

@@ -6,7 +6,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from attend.attention import AttentionOutput, HardAttention
+from attend.attention import AttentionOutput
 
 
 class Reinforce(nn.Module):
@@ -51,8 +51,3 @@ class Reinforce(nn.Module):
             self.baseline.copy_(self.baseline_decay * baseline + (1.0 - self.baseline_decay) * mean)
             self.started.fill_(True)
         return baseline
-
-
-def samples_attention(decoder: nn.Module) -> bool:
-    """Whether any attention in ``decoder`` samples positions while training (needs the REINFORCE term)."""
-    return any(isinstance(module, HardAttention) for module in decoder.modules())

@@ -2,7 +2,7 @@
 the memory-mapped example store, bucketing and bad-sample policy that all three share."""
 
 from attend.data.audio.datamodule import SpeechDataModule
-from attend.data.audio.features import LogMelFrontEnd, SpecAugment
+from attend.data.audio.features import LogMelFrontEnd, SpecAugment, Spectrogram
 from attend.data.bucketing import BucketBatchSampler
 from attend.data.images.datamodule import CaptionDataModule
 from attend.data.text.datamodule import TranslationDataModule
@@ -28,6 +28,7 @@ __all__ = [
     "SentencePieceTokenizer",
     "SpecAugment",
     "SpeechDataModule",
+    "Spectrogram",
     "Tokenizer",
     "TranslationCollate",
     "TranslationDataModule",

@@ -1,5 +1,5 @@
 """What the translation, caption and speech data modules share: the source and its bad-sample policy, example
-stores, bucketed loaders, fixed examples for plots, and tokenizers saved in checkpoints."""
+stores, bucketed loaders, a fixed batch of examples to show, and tokenizers saved in checkpoints."""
 
 from __future__ import annotations
 
@@ -111,7 +111,7 @@ class StoreDataModule(ReportsSkips, L.LightningDataModule):
         return self._loader("test", train=False)
 
     def example_batch(self, count: int, split: str = "val") -> dict[str, Any]:
-        """The first ``count`` examples of a split as one batch (fixed examples for plots)."""
+        """The first ``count`` examples of a split as one batch: the same examples every time it is asked."""
         if split not in self.datasets:
             raise RuntimeError("call setup() before asking for examples")
         dataset = self.datasets[split]

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import torch
 from torch import Tensor, nn
 
-from attend.attention import Attention, AttentionOutput
+from attend.attention import AttentionOutput
 from attend.decoders.rnn import RNNDecoder, State
 from attend.memory import Memory
 
@@ -20,44 +18,9 @@ class BahdanauDecoder(RNNDecoder):
     and applies W (and the vocabulary projection) once to all steps.
     """
 
-    def __init__(
-        self,
-        vocab_size: int,
-        memory_dim: int,
-        attention: Callable[..., Attention],
-        pad_id: int = 0,
-        embedding_dim: int = 256,
-        hidden_size: int = 512,
-        num_layers: int = 1,
-        rnn_type: str = "gru",
-        dropout: float = 0.1,
-        output_dim: int | None = None,
-        tie_embeddings: bool = False,
-        init_state: str = "bridge",
-        context_gate: bool = False,
-        doubly_stochastic: float = 0.0,
-        sampling_probability: float = 0.0,
-    ) -> None:
-        # RNNDecoder's options, spelled out so that the start-up type check (config_types) reads them
-        super().__init__(
-            vocab_size,
-            memory_dim,
-            attention,
-            pad_id=pad_id,
-            embedding_dim=embedding_dim,
-            hidden_size=hidden_size,
-            num_layers=num_layers,
-            rnn_type=rnn_type,
-            dropout=dropout,
-            output_dim=output_dim,
-            tie_embeddings=tie_embeddings,
-            init_state=init_state,
-            context_gate=context_gate,
-            doubly_stochastic=doubly_stochastic,
-            sampling_probability=sampling_probability,
-        )
-        embedding_dim = self.embedding.embedding_dim
-        self.combine = nn.Linear(self.hidden_size + self.attention.output_dim + embedding_dim, self.output_dim)
+    def combine_layer(self, embedding_dim: int) -> nn.Linear:
+        """W of t_i = tanh(W [s_i; c_i; E y_{i-1}])."""
+        return nn.Linear(self.hidden_size + self.attention.output_dim + embedding_dim, self.output_dim)
 
     def rnn_input_size(self, embedding_dim: int, context_dim: int) -> int:
         return embedding_dim + context_dim

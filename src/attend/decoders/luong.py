@@ -57,7 +57,10 @@ class LuongDecoder(RNNDecoder):
             doubly_stochastic=doubly_stochastic,
             sampling_probability=sampling_probability,
         )
-        self.combine = nn.Linear(self.attention.output_dim + self.hidden_size, self.output_dim, bias=False)
+
+    def combine_layer(self, embedding_dim: int) -> nn.Linear:
+        """W_c of h~_i = tanh(W_c [c_i; h_i]) (Luong et al. eq. 5)."""
+        return nn.Linear(self.attention.output_dim + self.hidden_size, self.output_dim, bias=False)
 
     def rnn_input_size(self, embedding_dim: int, context_dim: int) -> int:
         return embedding_dim + (self._feed_dim() if self.input_feeding else 0)

@@ -8,13 +8,14 @@ import torch
 from torch import Tensor, nn
 
 from attend.attention import Attention, AttentionOutput
+from attend.decoders.base import Decoder
 from attend.memory import Memory
 
 RNN_TYPES = {"gru": nn.GRU, "lstm": nn.LSTM}
 State = dict[str, Tensor | dict]
 
 
-class RNNDecoder(nn.Module):
+class RNNDecoder(Decoder):
     """An attention RNN decoder; subclasses write ``_step_features`` (one flow of DESIGN.md).
 
     State is returned, never kept: ``{"hidden": (B, L, H)[, "cell": (B, L, H)], "attention": {...}}``,
@@ -81,8 +82,13 @@ class RNNDecoder(nn.Module):
                     f"{embedding_dim}: set decoder.output_dim to {embedding_dim} or turn tying off"
                 )
             self.output_layer.weight = self.embedding.weight
+        self.combine = self.combine_layer(embedding_dim)  # last, so every flow's parameters keep their order
 
     def rnn_input_size(self, embedding_dim: int, context_dim: int) -> int:
+        raise NotImplementedError
+
+    def combine_layer(self, embedding_dim: int) -> nn.Linear:
+        """The flow's layer that combines the RNN output and the context into the output features."""
         raise NotImplementedError
 
     def _step_features(self, embedded: Tensor, memory: Memory, state: State) -> tuple[Tensor, AttentionOutput, State]:
@@ -151,24 +157,6 @@ class RNNDecoder(nn.Module):
             features.append(feature)
             attended.append(step_attended)
         return torch.cat(features, dim=1), AttentionOutput.cat(attended)
-
-    def attention_penalty(self, weights: Tensor, target_mask: Tensor, source_mask: Tensor) -> Tensor:
-        """Doubly stochastic regularisation, Xu et al. 2015 eq. 14, per target token like the cross-entropy.
-
-        weights (B, T, S) of teacher forcing; target_mask (B, T) marks real output steps (the end
-        token included, as the cross-entropy counts them) and source_mask (B, S) real positions.
-        Each sentence's penalty sum_i (1 - sum_t alpha_ti)^2 is summed over its positions as in the
-        paper (and its code); lambda times their sum over the batch is divided by the batch's target
-        tokens, so cross-entropy (a mean per token) + penalty = (sum NLL + lambda * sum penalty) / tokens:
-        the paper's objective per token, with the paper's lambda (1). 0 when ``doubly_stochastic`` is 0.
-        The penalty grows with the number of positions: with 64 cells and 10 words about 45 a sentence.
-        """
-        if not self.doubly_stochastic:
-            return weights.new_zeros(())
-        totals = (weights * target_mask.unsqueeze(-1).to(weights.dtype)).sum(dim=1)  # (B, S)
-        deficit = ((1.0 - totals) ** 2 * source_mask.to(weights.dtype)).sum(dim=1)  # (B,)
-        tokens = target_mask.sum().clamp(min=1)  # real target tokens of the batch, as the cross-entropy's mean
-        return self.doubly_stochastic * deficit.sum() / tokens
 
     # -- helpers for subclasses -----------------------------------------------------------
     def gate(self, context: Tensor, query: Tensor) -> Tensor:

@@ -11,7 +11,7 @@ from torch import Tensor, nn
 
 from attend.attention import Attention, AttentionOutput
 from attend.attention.self_attention import SelfAttention
-from attend.decoders.rnn import RNNDecoder
+from attend.decoders.base import Decoder
 from attend.layers import FeedForward, Positions
 from attend.memory import Memory
 
@@ -64,7 +64,7 @@ class DecoderLayer(nn.Module):
         return x + self.dropout(self.feed_forward(self.ff_norm(x))), attended  # (B, T, D)
 
 
-class TransformerDecoder(nn.Module):
+class TransformerDecoder(Decoder):
     """Vaswani et al. 2017, "Attention Is All You Need", sec. 3.1 decoder with pre-norm layers and a
     final LayerNorm; the attention over the memory in every layer is the configured type (with
     attention=multihead this is the paper's model).
@@ -114,10 +114,6 @@ class TransformerDecoder(nn.Module):
             self.output_layer.weight = self.embedding.weight  # Press and Wolf 2017
         self.dropout = nn.Dropout(dropout)
         self.doubly_stochastic = doubly_stochastic
-
-    # Xu et al. 2015 eq. 14 on the weights this decoder returns (the last layer's), as the RNN decoders do:
-    # lambda * the per-sentence penalties summed over the batch, per target token like the cross-entropy
-    attention_penalty = RNNDecoder.attention_penalty
 
     # -- the Decoder contract -------------------------------------------------------------
     def prepare(self, memory: Memory) -> Memory:

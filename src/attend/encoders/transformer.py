@@ -115,17 +115,19 @@ class ImageStem(nn.Module):
 class TransformerEncoder(nn.Module):
     """Vaswani et al. 2017, sec. 3.1, with pre-norm layers (Xiong et al. 2020) and a final LayerNorm.
 
-    It reads any modality (``modality = None``: the builder's modality check lets it pass); the
-    stem follows what the data module gives: ``vocab_size`` (text) token embeddings and 1-D
-    positions; ``input_dim`` (audio, n_mels) the convolutional subsampling of the audio encoder
-    and 1-D positions; neither (images) the CNN blocks of the image encoder over an (h, w) grid
-    with 2-D positions, ``Memory.grid = (h, w)``. Memory.final is the mean of the real positions.
+    It reads any modality (class attribute ``modality = None``: the builder's modality check lets it pass,
+    and the builder gives it the data module's ``modality``); the stem is the one of that modality:
+    ``text`` token embeddings (``vocab_size``, ``pad_id``) and 1-D positions; ``audio`` the convolutional
+    subsampling of the audio encoder over ``input_dim`` (n_mels) features and 1-D positions; ``image``
+    the CNN blocks of the image encoder over an (h, w) grid with 2-D positions, ``Memory.grid = (h, w)``.
+    Memory.final is the mean of the real positions.
     """
 
     modality = None
 
     def __init__(
         self,
+        modality: str,
         vocab_size: int | None = None,
         pad_id: int = 0,
         input_dim: int | None = None,
@@ -143,12 +145,19 @@ class TransformerEncoder(nn.Module):
         super().__init__()
         if d_model % num_heads:
             raise ValueError(f"encoder.num_heads must divide encoder.d_model, got {num_heads} and {d_model}")
-        if vocab_size is not None:
-            self.stem = TokenStem(vocab_size, pad_id, d_model, positions, max_positions)
-        elif input_dim is not None:
-            self.stem = AudioStem(input_dim, d_model, subsample_layers, conv_channels, positions, max_positions)
-        else:
-            self.stem = ImageStem(channels, d_model, positions, max_positions)
+        match modality:
+            case "text":
+                vocab_size = data_size(vocab_size, "vocab_size", modality)
+                self.stem = TokenStem(vocab_size, pad_id, d_model, positions, max_positions)
+            case "audio":
+                input_dim = data_size(input_dim, "input_dim", modality)
+                self.stem = AudioStem(input_dim, d_model, subsample_layers, conv_channels, positions, max_positions)
+            case "image":
+                self.stem = ImageStem(channels, d_model, positions, max_positions)
+            case _:
+                raise ValueError(
+                    f"the transformer encoder reads text, image or audio; the data module's modality is {modality!r}"
+                )
         self.dropout = nn.Dropout(dropout)
         self.layers = nn.ModuleList(EncoderLayer(d_model, num_heads, ff_dim, dropout) for _ in range(num_layers))
         self.norm = nn.LayerNorm(d_model)
@@ -165,3 +174,13 @@ class TransformerEncoder(nn.Module):
         real = mask.unsqueeze(-1).to(x.dtype)  # (B, S', 1)
         final = (x * real).sum(dim=1) / real.sum(dim=1).clamp(min=1.0)  # (B, D)
         return Memory(values=x, mask=mask, grid=grid, final=final)
+
+
+def data_size(value: int | None, name: str, modality: str) -> int:
+    """``value``, which the data module gives the encoder (``encoder_kwargs()``): an error naming it when missing."""
+    if value is None:
+        raise ValueError(
+            f"the transformer encoder reads {modality} here and needs {name}, which the {modality} data module "
+            f"gives (its encoder_kwargs()); none was given"
+        )
+    return value

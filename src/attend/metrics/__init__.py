@@ -1,27 +1,26 @@
-"""Metrics: text metrics take ``update(hypotheses, references)``; attention metrics read the search."""
-
-from torchmetrics.text import CharErrorRate, WordErrorRate
+"""Metrics, all ``update(decoded: Decoded)``: text metrics read the hypotheses and references, attention
+metrics the batch and the search's result. Those that may headline the progress bar declare ``headline``."""
 
 from attend.metrics.alignment import MonotoneAlignment
 from attend.metrics.alignment_error import AlignmentError
-from attend.metrics.base import AttentionMetric
+from attend.metrics.base import Decoded
 from attend.metrics.caption import CaptionBLEU, CIDErD, caption_tokens
 from attend.metrics.diagnostics import AttentionEntropy, CoverageDeficit
 from attend.metrics.grounding import Grounding, box_cells
 from attend.metrics.object_mass import ObjectArea, ObjectMass, cell_coverage
-from attend.metrics.text import BLEU, ChrF, ExactMatch
+from attend.metrics.text import BLEU, CharErrorRate, ChrF, ExactMatch, WordErrorRate
 from attend.metrics.unseen_only import UnseenOnly
 
 __all__ = [
     "AlignmentError",
     "AttentionEntropy",
-    "AttentionMetric",
     "BLEU",
     "CaptionBLEU",
     "CharErrorRate",
     "ChrF",
     "CIDErD",
     "CoverageDeficit",
+    "Decoded",
     "ExactMatch",
     "Grounding",
     "MonotoneAlignment",

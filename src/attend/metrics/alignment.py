@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import torch
+from torchmetrics import Metric
 
-from attend.metrics.base import AttentionMetric
-from attend.search import SearchResult
+from attend.metrics.base import Decoded
 
 
-class MonotoneAlignment(AttentionMetric):
+class MonotoneAlignment(Metric):
     """Share of output steps whose strongest source position is not behind the previous step's, in percent.
 
     A step may fall back by up to ``tolerance`` positions and still count as forward (neighbouring
@@ -24,7 +24,8 @@ class MonotoneAlignment(AttentionMetric):
         self.add_state("forward", default=torch.tensor(0, dtype=torch.long), dist_reduce_fx="sum")
         self.add_state("moves", default=torch.tensor(0, dtype=torch.long), dist_reduce_fx="sum")
 
-    def update_from_search(self, batch: dict, result: SearchResult, tokenizer) -> None:
+    def update(self, decoded: Decoded) -> None:
+        result = decoded.result
         if result.grid is not None or result.weights.size(1) < 2:
             return
         peaks = result.weights.argmax(dim=-1)  # (B, T)

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import torch
 from torch import Tensor
+from torchmetrics import Metric
 
-from attend.metrics.base import AttentionMetric
-from attend.search import SearchResult
+from attend.metrics.base import Decoded
 
 
-class AlignmentError(AttentionMetric):
+class AlignmentError(Metric):
     """Share of output characters whose strongest source position lies outside their true source span, in percent.
 
     ``batch["alignments"]`` gives, for each row, each reference character's [start, end) span of
@@ -28,17 +28,18 @@ class AlignmentError(AttentionMetric):
         self.add_state("errors", default=torch.tensor(0, dtype=torch.long), dist_reduce_fx="sum")
         self.add_state("count", default=torch.tensor(0, dtype=torch.long), dist_reduce_fx="sum")
 
-    def update_from_search(self, batch: dict, result: SearchResult, tokenizer) -> None:
+    def update(self, decoded: Decoded) -> None:
+        batch, result = decoded.batch, decoded.result
         if result.grid is not None or "alignments" not in batch:
             return
         peaks = result.weights.detach().argmax(dim=-1).cpu()  # (B, T): the strongest source position of each step
         errors = count = 0
-        rows = zip(batch["alignments"], batch["references"], strict=True)
+        rows = zip(batch["alignments"], decoded.references, strict=True)
         for i, (spans, reference) in enumerate(rows):
             if spans is None:
                 continue
-            decoded = tokenizer.tokens(result.tokens[i, : int(result.lengths[i])].tolist())
-            for t, (token, expected, span) in enumerate(zip(decoded, reference, spans, strict=False)):
+            tokens = decoded.output_tokens(i)
+            for t, (token, expected, span) in enumerate(zip(tokens, reference, spans, strict=False)):
                 if span is None or token != expected:
                     continue
                 start, end = span

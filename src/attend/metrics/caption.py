@@ -12,6 +12,8 @@ from pycocoevalcap.cider.cider_scorer import CiderScorer
 from torchmetrics import Metric
 from torchmetrics.utilities import dim_zero_cat
 
+from attend.metrics.base import Decoded
+
 WORD_RE = re.compile(r"\w+(?:['’]\w+)*")
 
 
@@ -38,6 +40,7 @@ class CaptionBLEU(Metric):
     """
 
     higher_is_better = True
+    headline = True  # a score of the output text: the progress bar may show it
 
     def __init__(self, n: int = 4, **kwargs) -> None:
         super().__init__(**kwargs)
@@ -47,10 +50,10 @@ class CaptionBLEU(Metric):
         self.add_state("hyp_len", default=torch.tensor(0, dtype=torch.long), dist_reduce_fx="sum")
         self.add_state("ref_len", default=torch.tensor(0, dtype=torch.long), dist_reduce_fx="sum")
 
-    def update(self, preds: list[str], target: list) -> None:
+    def update(self, decoded: Decoded) -> None:
         matches, totals = [0] * self.n, [0] * self.n
         hyp_len = ref_len = 0
-        for hypothesis, references in zip(preds, _reference_lists(target), strict=True):
+        for hypothesis, references in zip(decoded.hypotheses, _reference_lists(decoded.references), strict=True):
             hyp = caption_tokens(hypothesis)
             refs = [caption_tokens(r) for r in references]
             for order in range(1, self.n + 1):
@@ -86,14 +89,15 @@ class CIDErD(Metric):
     """
 
     higher_is_better = True
+    headline = True
 
     def __init__(self, sigma: float = 6.0, **kwargs) -> None:
         super().__init__(**kwargs)
         self.sigma = sigma
         self.add_state("records", default=[], dist_reduce_fx="cat")
 
-    def update(self, preds: list[str], target: list) -> None:
-        for hypothesis, references in zip(preds, _reference_lists(target), strict=True):
+    def update(self, decoded: Decoded) -> None:
+        for hypothesis, references in zip(decoded.hypotheses, _reference_lists(decoded.references), strict=True):
             data = json.dumps([hypothesis, references]).encode("utf-8") + b"\0"  # JSON never holds a raw NUL
             self.records.append(torch.frombuffer(bytearray(data), dtype=torch.uint8).to(self.device))
 

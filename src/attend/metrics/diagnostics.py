@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import torch
 from torch import Tensor
+from torchmetrics import Metric
 
 from attend.memory import length_mask
-from attend.metrics.base import AttentionMetric
+from attend.metrics.base import Decoded
 from attend.search import SearchResult
 
 
@@ -20,7 +21,7 @@ def real_masks(result: SearchResult) -> tuple[Tensor, Tensor]:
     return steps_mask, length_mask(result.source_lengths.to(device), positions)  # (B, T), (B, S)
 
 
-class AttentionEntropy(AttentionMetric):
+class AttentionEntropy(Metric):
     """Mean entropy, in nats, of each real output step's attention over the valid source positions.
 
     0 for one-hot (hard) attention, log n for uniform weights over n positions. With ``normalized``
@@ -37,9 +38,9 @@ class AttentionEntropy(AttentionMetric):
         self.add_state("total", default=torch.tensor(0.0, dtype=torch.float64), dist_reduce_fx="sum")
         self.add_state("steps", default=torch.tensor(0, dtype=torch.long), dist_reduce_fx="sum")
 
-    def update_from_search(self, batch: dict, result: SearchResult, tokenizer) -> None:
-        steps_mask, source_mask = real_masks(result)
-        weights = result.weights.detach().float() * source_mask.unsqueeze(1)  # (B, T, S)
+    def update(self, decoded: Decoded) -> None:
+        steps_mask, source_mask = real_masks(decoded.result)
+        weights = decoded.result.weights.detach().float() * source_mask.unsqueeze(1)  # (B, T, S)
         entropy = -torch.special.xlogy(weights, weights).sum(dim=-1).double()  # (B, T): 0 log 0 = 0
         if self.normalized:
             log_n = source_mask.sum(dim=1).double().log().unsqueeze(1)  # (B, 1)
@@ -51,7 +52,7 @@ class AttentionEntropy(AttentionMetric):
         return self.total / self.steps.clamp(min=1)
 
 
-class CoverageDeficit(AttentionMetric):
+class CoverageDeficit(Metric):
     """Mean over valid source positions of |1 - total attention the position got over the real output steps|.
 
     0 when every position receives one unit of attention in all (a one-to-one alignment); positions
@@ -68,9 +69,9 @@ class CoverageDeficit(AttentionMetric):
         self.add_state("total", default=torch.tensor(0.0, dtype=torch.float64), dist_reduce_fx="sum")
         self.add_state("positions", default=torch.tensor(0, dtype=torch.long), dist_reduce_fx="sum")
 
-    def update_from_search(self, batch: dict, result: SearchResult, tokenizer) -> None:
-        steps_mask, source_mask = real_masks(result)
-        weights = result.weights.detach().float() * steps_mask.unsqueeze(-1)  # (B, T, S)
+    def update(self, decoded: Decoded) -> None:
+        steps_mask, source_mask = real_masks(decoded.result)
+        weights = decoded.result.weights.detach().float() * steps_mask.unsqueeze(-1)  # (B, T, S)
         coverage = weights.sum(dim=1).double()  # (B, S)
         self.total += (1.0 - coverage).abs()[source_mask].sum().to(self.total.device)
         self.positions += source_mask.sum().to(self.positions.device)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import torch
 from torch import Tensor
+from torchmetrics import Metric
 
-from attend.metrics.base import AttentionMetric
-from attend.search import SearchResult
+from attend.metrics.base import Decoded
 
 
 def box_cells(box: tuple[float, float, float, float], grid: tuple[int, int]) -> Tensor:
@@ -20,7 +20,7 @@ def box_cells(box: tuple[float, float, float, float], grid: tuple[int, int]) -> 
     return (in_y.unsqueeze(1) & in_x.unsqueeze(0)).flatten()
 
 
-class Grounding(AttentionMetric):
+class Grounding(Metric):
     """Does each output word that names an object attend to that object? In percent.
 
     The k-th output word that names a shape kind is matched with the k-th object of the scene (the
@@ -41,12 +41,13 @@ class Grounding(AttentionMetric):
         self.add_state("total", default=torch.tensor(0.0, dtype=torch.float64), dist_reduce_fx="sum")
         self.add_state("count", default=torch.tensor(0, dtype=torch.long), dist_reduce_fx="sum")
 
-    def update_from_search(self, batch: dict, result: SearchResult, tokenizer) -> None:
+    def update(self, decoded: Decoded) -> None:
+        batch, result = decoded.batch, decoded.result
         if result.grid is None or "objects" not in batch:
             return
         weights = result.weights.detach().float().cpu()  # (B, T, S)
         for i, objects in enumerate(batch["objects"]):
-            words = tokenizer.tokens(result.tokens[i, : int(result.lengths[i])].tolist())
+            words = decoded.output_tokens(i)
             kinds = {obj["kind"] for obj in objects}
             named = [t for t, word in enumerate(words) if word in kinds]
             for t, obj in zip(named, objects, strict=False):

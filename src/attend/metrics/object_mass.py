@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import torch
 from torch import Tensor
+from torchmetrics import Metric
 
-from attend.metrics.base import AttentionMetric
+from attend.metrics.base import Decoded
 from attend.search import SearchResult
 
 
@@ -35,7 +36,7 @@ def caption_steps(result: SearchResult) -> Tensor:
     return steps.unsqueeze(0) < words.unsqueeze(1)
 
 
-class ObjectMass(AttentionMetric):
+class ObjectMass(Metric):
     """Mean attention mass on the object, a fraction 0..1: over every output token of the decoded captions
     but the end token, sum_s alpha_ts * c_s, where c_s is the share of cell s covered by the object mask.
 
@@ -56,7 +57,8 @@ class ObjectMass(AttentionMetric):
         """(B, T): the object mass of each step's attention, weights (B, T, S) and coverage (B, S)."""
         return torch.einsum("bts,bs->bt", weights, coverage)
 
-    def update_from_search(self, batch: dict, result: SearchResult, tokenizer) -> None:
+    def update(self, decoded: Decoded) -> None:
+        batch, result = decoded.batch, decoded.result
         if result.grid is None or "object_masks" not in batch:
             return
         masks = batch["object_masks"].to(result.weights.device)  # (B, h, w)

@@ -1,4 +1,4 @@
-"""Text metrics with one signature, update(predictions, references), synchronised under DDP."""
+"""Text metrics: each reads the hypotheses and references of a ``Decoded`` batch; synchronised under DDP."""
 
 from __future__ import annotations
 
@@ -6,17 +6,21 @@ import torch
 from sacrebleu.metrics import CHRF
 from torch import tensor
 from torchmetrics import Metric
-from torchmetrics.text import SacreBLEUScore
+from torchmetrics import text as torchmetrics_text
+
+from attend.metrics.base import Decoded
 
 
-class BLEU(SacreBLEUScore):
+class BLEU(torchmetrics_text.SacreBLEUScore):
     """Corpus BLEU of sacreBLEU (13a tokenisation) on detokenised text, in percent."""
+
+    headline = True  # a score of the output text: the progress bar may show it
 
     def __init__(self, tokenize: str = "13a", **kwargs) -> None:
         super().__init__(tokenize=tokenize, **kwargs)
 
-    def update(self, preds: list[str], target: list[str]) -> None:
-        super().update(preds, [[reference] for reference in target])
+    def update(self, decoded: Decoded) -> None:
+        super().update(decoded.hypotheses, [[reference] for reference in decoded.references])
 
     def compute(self):
         return 100.0 * super().compute()
@@ -29,6 +33,8 @@ class ChrF(Metric):
     (statistics are summed over ranks); 0.1 s for 1,000 sentences here, against 5.5 s for torchmetrics' CHRFScore.
     """
 
+    headline = True
+
     def __init__(self, char_order: int = 6, word_order: int = 0, beta: int = 2, **kwargs) -> None:
         super().__init__(**kwargs)
         self.scorer = CHRF(char_order=char_order, word_order=word_order, beta=beta)
@@ -36,8 +42,8 @@ class ChrF(Metric):
         self.add_state("stats", default=torch.zeros(size, dtype=torch.long), dist_reduce_fx="sum")
 
     # sacreBLEU's own statistics functions (private, so pyproject keeps sacrebleu below 3)
-    def update(self, preds: list[str], target: list[str]) -> None:
-        segment_stats = self.scorer._extract_corpus_statistics(list(preds), [list(target)])
+    def update(self, decoded: Decoded) -> None:
+        segment_stats = self.scorer._extract_corpus_statistics(decoded.hypotheses, [list(decoded.references)])
         self.stats += torch.tensor(segment_stats, dtype=torch.long).sum(dim=0)
 
     def compute(self):
@@ -48,17 +54,35 @@ class ChrF(Metric):
 class ExactMatch(Metric):
     """Share of outputs equal to their reference, in percent."""
 
+    headline = True
+
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
         self.add_state("matches", default=tensor(0.0), dist_reduce_fx="sum")
         self.add_state("count", default=tensor(0.0), dist_reduce_fx="sum")
 
-    def update(self, preds: list[str], target: list[str]) -> None:
-        self.matches += sum(p.strip() == t.strip() for p, t in zip(preds, target, strict=True))
-        self.count += len(preds)
+    def update(self, decoded: Decoded) -> None:
+        pairs = zip(decoded.hypotheses, decoded.references, strict=True)
+        self.matches += sum(p.strip() == t.strip() for p, t in pairs)
+        self.count += len(decoded.hypotheses)
 
     def compute(self):
         return 100.0 * self.matches / self.count.clamp(min=1.0)
 
 
+class CharErrorRate(torchmetrics_text.CharErrorRate):
+    """torchmetrics' character error rate (edits / reference characters, a fraction) of a ``Decoded`` batch."""
 
+    headline = True
+
+    def update(self, decoded: Decoded) -> None:
+        super().update(decoded.hypotheses, decoded.references)
+
+
+class WordErrorRate(torchmetrics_text.WordErrorRate):
+    """torchmetrics' word error rate (edits / reference words, a fraction) of a ``Decoded`` batch."""
+
+    headline = True
+
+    def update(self, decoded: Decoded) -> None:
+        super().update(decoded.hypotheses, decoded.references)

@@ -7,16 +7,15 @@ from typing import Any
 import torch
 from torchmetrics import Metric
 
-from attend.metrics.base import AttentionMetric
-from attend.search import SearchResult
+from attend.metrics.base import Decoded
 
 
-class UnseenOnly(AttentionMetric):
-    """``metric`` (a text metric, ``update(hypotheses, references)``) on the rows with ``batch["unseen"]`` True.
+class UnseenOnly(Metric):
+    """``metric`` (a text metric) on the rows with ``batch["unseen"]`` True.
 
     A caption that also occurs verbatim in training can be recalled rather than described (29 of the 120
-    Tux Paint test stamps, 166 of the 300 shape scenes): this scores only the others. The hypotheses are
-    decoded from the search's result as the model decodes them (``tokenizer.decode`` of each sequence).
+    Tux Paint test stamps, 166 of the 300 shape scenes): this scores only the others. The wrapped metric
+    gets the text view of those rows (``Decoded.text_rows``: their hypotheses and references).
     Batches without ``unseen`` count nothing; with nothing counted the value is the wrapped metric's empty
     value (0 for CaptionBLEU and CIDErD). The wrapped metric is a child module that keeps the states: it
     syncs them under DDP in its own ``compute`` (as torchmetrics' CompositionalMetric does), and ``reset``
@@ -29,14 +28,12 @@ class UnseenOnly(AttentionMetric):
         super().__init__(**kwargs)
         self.metric = metric
 
-    def update_from_search(self, batch: dict, result: SearchResult, tokenizer) -> None:
-        unseen = batch.get("unseen", [])  # (B,) bool tensor, or a list
+    def update(self, decoded: Decoded) -> None:
+        unseen = decoded.batch.get("unseen", [])  # (B,) bool tensor, or a list
         flags = unseen.tolist() if isinstance(unseen, torch.Tensor) else list(unseen)
         rows = [i for i, new in enumerate(flags) if new]
-        sequences = result.sequences()
-        hypotheses = [tokenizer.decode(sequences[i]) for i in rows]
         # always update, even with no row, so the wrapped metric knows it was updated (no warning at compute)
-        self.metric.update(hypotheses, [batch["references"][i] for i in rows])
+        self.metric.update(decoded.text_rows(rows))
 
     def compute(self) -> Any:
         return self.metric.compute()  # the wrapped metric's compute syncs its states across processes

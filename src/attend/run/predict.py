@@ -43,8 +43,7 @@ def predict(cfg: DictConfig) -> list[str]:
             batch = datamodule.batch_from_sources(sources[start : start + cfg.batch_size])
         except (ImageReadError, AudioReadError) as error:
             raise ConfigError(f"cannot read an input: {error}") from error
-        hypotheses, _ = model.generate(batch, model.test_search)
-        outputs += hypotheses
+        outputs += model.decode(batch, model.test_search).hypotheses
         if plot is not None:  # attention figures, with the validation search as during training
             folder = Path(cfg.paths.output_dir) / "attention"
             figures, _, _ = draw_attention(model, datamodule, batch, plot, folder, "input", stem="input", first=start)

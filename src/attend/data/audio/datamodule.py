@@ -12,10 +12,10 @@ from torch import nn
 from attend.data.audio import Utterance
 from attend.data.audio.dataset import SpeechCollate, SpeechDataset, StoredFeatures, compute_features
 from attend.data.audio.feature_store import duration_store, feature_store, report_skips
+from attend.data.audio.features import Spectrogram
 from attend.data.base import TargetTextDataModule
 from attend.data.store import ExampleStore
 from attend.data.tokenizers.tokenizer import Tokenizer
-from attend.plots import Spectrogram
 
 log = logging.getLogger("attend.data")
 
@@ -160,15 +160,15 @@ class SpeechDataModule(TargetTextDataModule):
             augment = self.spec_augment if name == "train" else None
             self.datasets[name] = SpeechDataset(utterances, targets, self.frontend, features, augment=augment)
 
-    # what the model, plots and prediction need ---------------------------------------------
+    # what the model, the run's examples and prediction need -----------------------------------
     def encoder_kwargs(self) -> dict[str, int]:
         return {"input_dim": self.frontend.n_mels}
 
     def _collate(self) -> SpeechCollate:
         return SpeechCollate(self.tokenizer.pad_id, self.tokenizer.bos_id, self.tokenizer.eos_id)
 
-    def plot_source(self, batch: dict[str, Any], index: int) -> Spectrogram:
-        """The log-mel features of one batch row, (n_mels, frames) without padding, for alignment plots."""
+    def readable_source(self, batch: dict[str, Any], index: int) -> Spectrogram:
+        """The source of one batch row as a person reads it: its log-mel features, (n_mels, frames) without padding."""
         length = int(batch["src_lengths"][index])
         features = batch["src"][index, :length].float().cpu().numpy().T  # (F, N)
         return Spectrogram(features, self.frontend.hop_seconds)

@@ -1,13 +1,16 @@
-"""Speech features: log-mel filterbanks with per-utterance CMVN, and SpecAugment masking.
+"""Speech features: log-mel filterbanks with per-utterance CMVN, SpecAugment masking, and one utterance's
+features as a person reads them (``Spectrogram``).
 
-Both are plain modules over ONE utterance (no batch axis): the data pipeline computes the
+Both modules work on ONE utterance (no batch axis): the data pipeline computes the
 features once per utterance (and caches them); SpecAugment is applied per training example.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 import torchaudio
@@ -15,6 +18,19 @@ from torch import Tensor, nn
 
 LOG_FLOOR = 1e-6  # log(power + LOG_FLOOR): silence stays finite
 CMVN_EPS = 1e-5  # std floor of the normalisation (a constant bin, a one-frame utterance)
+
+
+@dataclass(frozen=True)
+class Spectrogram:
+    """One utterance's log-mel features, (n_mels, frames) without padding, and the hop in seconds that puts
+    them on a time axis: how a person reads a speech source (beside its attention, say)."""
+
+    features: np.ndarray
+    hop_seconds: float
+
+    @property
+    def seconds(self) -> float:
+        return self.features.shape[1] * self.hop_seconds
 
 
 class LogMelFrontEnd(nn.Module):

@@ -198,15 +198,15 @@ class CaptionDataModule(TargetTextDataModule):
         self.bad_samples.end("train", "length", len(rows), "captions")
         return kept
 
-    # what the model, plots and prediction need ---------------------------------------------
+    # what the model, the run's examples and prediction need -----------------------------------
     def encoder_kwargs(self) -> dict[str, int]:
         return {}
 
     def _collate(self) -> CaptionCollate:
         return CaptionCollate(self.tokenizer.pad_id, self.tokenizer.bos_id, self.tokenizer.eos_id)
 
-    def plot_source(self, batch: dict[str, Any], index: int) -> np.ndarray:
-        """The image of one batch row, (H, W, 3) uint8, for attention plots."""
+    def readable_source(self, batch: dict[str, Any], index: int) -> np.ndarray:
+        """The source of one batch row as a person sees it: its image, (H, W, 3) uint8."""
         return denormalize(batch["src"][index])
 
     def batch_from_sources(self, sources: list[str]) -> dict[str, Any]:

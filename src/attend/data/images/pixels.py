@@ -144,7 +144,7 @@ def image_transform(train: bool, size: int, augment: bool = True, hflip: bool = 
 
 
 def denormalize(image: Tensor) -> np.ndarray:
-    """Normalised (3, H, W) -> uint8 (H, W, 3) for plots."""
+    """Normalised (3, H, W) -> uint8 (H, W, 3): the image as a person sees it."""
     mean = torch.tensor(IMAGENET_MEAN, device=image.device).view(3, 1, 1)
     std = torch.tensor(IMAGENET_STD, device=image.device).view(3, 1, 1)
     pixels = ((image.float() * std + mean).clamp(0, 1) * 255).round().to(torch.uint8)

@@ -277,7 +277,7 @@ class TranslationDataModule(StoreDataModule):
     def test_dataset(self) -> TranslationDataset | None:
         return self.datasets.get("test")
 
-    # what the model, plots and prediction need ---------------------------------------------
+    # what the model, the run's examples and prediction need -----------------------------------
     def tokenizers(self) -> dict[str, Tokenizer]:
         """The fitted tokenizers by role; the model decodes with "target"."""
         return {"source": self.src_tokenizer, "target": self.tgt_tokenizer}
@@ -290,8 +290,8 @@ class TranslationDataModule(StoreDataModule):
         tgt = self.tgt_tokenizer
         return TranslationCollate(self.src_tokenizer.pad_id, tgt.bos_id, tgt.eos_id)
 
-    def plot_source(self, batch: dict[str, Any], index: int) -> list[str]:
-        """What an attention plot shows of one batch row's source: its readable tokens (axis labels)."""
+    def readable_source(self, batch: dict[str, Any], index: int) -> list[str]:
+        """The source of one batch row as a person reads it: one readable piece per source position."""
         length = int(batch["src_lengths"][index])
         return self.src_tokenizer.tokens(batch["src"][index, :length].tolist())
 

@@ -71,7 +71,7 @@ class Tokenizer:
         return self._decode_clean(self.strip_specials(ids))
 
     def tokens(self, ids: Ids) -> list[str]:
-        """One readable piece per id (specials as ``<s>``, ``</s>``...), for plot axes."""
+        """One readable piece per id (specials as ``<s>``, ``</s>``...): a sequence as a person reads it."""
         ids = _as_list(ids)
         return [SPECIAL_TOKENS[i] if i < UNK_ID else self._pieces([i])[0] for i in ids]
 
