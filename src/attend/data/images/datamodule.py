@@ -113,7 +113,7 @@ class CaptionDataModule(TargetTextDataModule):
         for val/test, whether it is unseen; keyed by the split's image store and the tokenizer, whose fitted
         state travels in the store. A second start neither fits the tokenizer nor tokenizes (250k captions
         take seconds), and reads no caption it does not batch."""
-        key = [type(self.tokenizer).__name__, self.tokenizer._settings()]
+        key = [type(self.tokenizer).__name__, self.tokenizer.settings()]
         if self.tokenizer.is_fitted:
             key.append(hashlib.sha1(pickle.dumps(self.tokenizer.state_dict())).hexdigest())
         if self.caption_stores and self._caption_key == key:

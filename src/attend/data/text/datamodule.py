@@ -154,7 +154,7 @@ class TranslationDataModule(StoreDataModule):
         class and settings, from which training fits it."""
         return [
             hashlib.sha1(pickle.dumps(t.state_dict())).hexdigest() if t.is_fitted and not settings_only
-            else [type(t).__name__, t._settings()]
+            else [type(t).__name__, t.settings()]
             for t in (self.src_tokenizer, self.tgt_tokenizer)
         ]
 

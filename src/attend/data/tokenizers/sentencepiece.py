@@ -154,9 +154,9 @@ class SentencePieceTokenizer(Tokenizer):
         return [self._sp.id_to_piece(i) for i in ids]
 
     # state -----------------------------------------------------------------------------------
-    def _settings(self) -> dict[str, Any]:
+    def settings(self) -> dict[str, Any]:
         return {
-            **super()._settings(),
+            **super().settings(),
             "vocab_size": self.requested_vocab_size,
             "model_type": self.model_type,
             "character_coverage": self.character_coverage,

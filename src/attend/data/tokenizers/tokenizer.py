@@ -20,7 +20,7 @@ class Tokenizer:
     """Text <-> ids with pad=0, bos=1, eos=2, unk=3; fitted on training text only.
 
     Subclasses write ``fit``, ``encode``, ``_decode_clean`` (ids without specials -> text),
-    ``_pieces`` (ids -> readable strings), ``vocab_size`` and ``_settings``/``_fitted_state``.
+    ``_pieces`` (ids -> readable strings), ``vocab_size`` and ``settings``/``_fitted_state``.
     """
 
     def __init__(self, lowercase: bool = False) -> None:
@@ -92,7 +92,7 @@ class Tokenizer:
         raise NotImplementedError
 
     # state -------------------------------------------------------------------------------
-    def _settings(self) -> dict[str, Any]:
+    def settings(self) -> dict[str, Any]:
         """Constructor arguments (plain python types)."""
         return {"lowercase": self.lowercase}
 
@@ -111,12 +111,12 @@ class Tokenizer:
         cls = type(self)
         return {
             "class": f"{cls.__module__}.{cls.__qualname__}",
-            "settings": self._settings(),
+            "settings": self.settings(),
             "fitted": self._fitted_state(),
         }
 
     def __repr__(self) -> str:
-        args = ", ".join(f"{k}={v!r}" for k, v in self._settings().items())
+        args = ", ".join(f"{k}={v!r}" for k, v in self.settings().items())
         size = self.vocab_size if self.is_fitted else "unfitted"
         return f"{type(self).__name__}({args}; vocab_size={size})"
 

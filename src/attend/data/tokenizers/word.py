@@ -69,5 +69,5 @@ class WordTokenizer(VocabTokenizer):
     def _build(self, counts: Counter[str]) -> Vocab:
         return Vocab.build(counts, min_freq=self.min_freq, max_size=self.max_size)
 
-    def _settings(self) -> dict[str, Any]:
-        return {**super()._settings(), "min_freq": self.min_freq, "max_size": self.max_size}
+    def settings(self) -> dict[str, Any]:
+        return {**super().settings(), "min_freq": self.min_freq, "max_size": self.max_size}
