@@ -6,14 +6,26 @@ import logging
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import lightning as L
 from lightning.pytorch.utilities import rank_zero_only
 
 from attend.plots import close_figure
-from attend.run.loggers import AttentionLogger
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 log = logging.getLogger(__name__)
+
+
+@runtime_checkable
+class AttentionLogger(Protocol):
+    """A logger that shows the attention figures of some examples and a table of their texts."""
+
+    def log_attention(self, figures: list[Figure], paths: list[str], rows: list[list[str]], step: int) -> None:
+        """``figures`` and the PNG ``paths`` they were saved to, one per example; ``rows`` of source,
+        reference and output, one per example; ``step`` the global step."""
 
 
 class AttentionPlots(L.Callback):

@@ -1,26 +1,18 @@
 """Loggers that show attention plots: Lightning's W&B and TensorBoard loggers, each logging them its own way.
 
-The plots callback asks every logger of the run for ``log_attention`` (the ``AttentionLogger`` protocol), so
-a logger that can show plots says how, and one that cannot (CSV) is passed over; no ladder over logger classes.
+The plots callback asks every logger of the run for ``log_attention`` (``attend.callbacks.AttentionLogger``, the
+protocol these implement), so a logger that can show plots says how, and one that cannot (CSV) is passed over;
+no ladder over logger classes.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import TYPE_CHECKING
 
 from lightning.pytorch import loggers
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
-
-
-@runtime_checkable
-class AttentionLogger(Protocol):
-    """A logger that shows the attention figures of some examples and a table of their texts."""
-
-    def log_attention(self, figures: list[Figure], paths: list[str], rows: list[list[str]], step: int) -> None:
-        """``figures`` and the PNG ``paths`` they were saved to, one per example; ``rows`` of source,
-        reference and output, one per example; ``step`` the global step."""
 
 
 class WandbLogger(loggers.WandbLogger):
