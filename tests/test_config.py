@@ -95,6 +95,13 @@ def test_a_value_of_the_wrong_type_is_named_with_its_key():
     ]
 
 
+def test_a_wrong_value_reached_through_an_interpolation_names_the_key_to_set():
+    cfg = resolve_paths(compose_train(["decoding.beam_size=wide"]))
+    assert type_errors(cfg) == [
+        "model.test_search.beam_size must be int, not 'wide': set decoding.beam_size=<int>",
+    ]
+
+
 def test_debug_fast_is_small_and_keeps_no_checkpoint():
     cfg = compose_train(["debug=fast"])
     assert cfg.hydra.runtime.choices.callbacks == "no_checkpoints"  # a callback set chosen, not entries nulled

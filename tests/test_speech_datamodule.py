@@ -38,14 +38,19 @@ def write_manifest(folder, name: str, durations: list[float], texts: list[str], 
     return str(path)
 
 
-@pytest.fixture()
-def manifest(tmp_path):
+def sample_manifest(tmp_path) -> JsonlManifest:
+    """Eight training utterances (the 3.5 s one over max_duration), two for validation, three for test."""
     durations = [0.5, 0.8, 1.2, 0.6, 3.5, 0.7, 0.9, 0.4]
     return JsonlManifest(
         train=write_manifest(tmp_path / "audio", "train", durations, TEXTS),
         val=write_manifest(tmp_path / "audio", "val", [0.6, 0.9], TEXTS[:2]),
         test=write_manifest(tmp_path / "audio", "test", [0.7, 0.5, 1.1], TEXTS[2:5]),
     )
+
+
+@pytest.fixture()
+def manifest(tmp_path):
+    return sample_manifest(tmp_path)
 
 
 def make_datamodule(source, tmp_path, **kwargs) -> SpeechDataModule:

@@ -12,24 +12,18 @@ import torch
 from torch.utils.data import DataLoader
 
 from attend.data import LogMelFrontEnd
-from attend.data.audio import AudioReadError, JsonlManifest
+from attend.data.audio import AudioReadError
 from attend.data.audio.dataset import StoredFeatures, compute_features
 from attend.data.audio.feature_store import duration_store, feature_store, report_skips
 from attend.data.bad_samples import BadSamples
-from tests.test_speech_datamodule import TEXTS, make_datamodule, write_manifest
+from tests.test_speech_datamodule import make_datamodule, sample_manifest
 
 FRONTEND = LogMelFrontEnd(n_mels=40)
 
 
 @pytest.fixture()
 def manifest(tmp_path):
-    """Eight training utterances (the 3.5 s one over max_duration), two for validation, three for test."""
-    durations = [0.5, 0.8, 1.2, 0.6, 3.5, 0.7, 0.9, 0.4]
-    return JsonlManifest(
-        train=write_manifest(tmp_path / "audio", "train", durations, TEXTS),
-        val=write_manifest(tmp_path / "audio", "val", [0.6, 0.9], TEXTS[:2]),
-        test=write_manifest(tmp_path / "audio", "test", [0.7, 0.5, 1.1], TEXTS[2:5]),
-    )
+    return sample_manifest(tmp_path)
 
 
 @pytest.fixture()

@@ -4,6 +4,7 @@ declares (an int for ``encoder.hidden_size``, a float for ``optim.optimizer.lr``
 from __future__ import annotations
 
 import importlib
+import re
 import types
 import typing
 from typing import Any, Literal, Union
@@ -37,20 +38,40 @@ def node_errors(node: DictConfig, key: str) -> list[str]:
         if isinstance(child, DictConfig):
             errors += node_errors(child, f"{key}.{name}")
             continue
-        if name not in hints or isinstance(child, ListConfig) or OmegaConf.is_interpolation(node, name):
-            continue  # interpolations are checked once resolved, where they point
-        value = child._value()
+        if name not in hints or isinstance(child, ListConfig):
+            continue
+        value, fix = option_value(node, name, f"{key}.{name}")
+        if isinstance(value, (DictConfig, ListConfig)) or value is UNRESOLVED:
+            continue  # a node is checked where it stands
         if typing.get_origin(hints[name]) is Literal:  # one of named choices, e.g. model.init
             choices = typing.get_args(hints[name])
             if value not in choices:
                 listed = ", ".join(map(str, choices))
-                errors.append(f"{key}.{name} must be one of {listed}, not {value!r}: set {key}.{name}=<{listed}>")
+                errors.append(f"{key}.{name} must be one of {listed}, not {value!r}: set {fix}=<{listed}>")
             continue
         expected = allowed_types(hints[name])
         if expected is not None and not isinstance(value, expected):
             names = type_names(expected)
-            errors.append(f"{key}.{name} must be {names}, not {value!r}: set {key}.{name}=<{names}>")
+            errors.append(f"{key}.{name} must be {names}, not {value!r}: set {fix}=<{names}>")
     return errors
+
+
+UNRESOLVED = object()
+SIMPLE_INTERPOLATION = re.compile(r"^\$\{([\w.]+)\}$")
+
+
+def option_value(node: DictConfig, name: str, key: str) -> tuple[Any, str]:
+    """The option's value and the key a user sets to change it: its own, or for ``${decoding.beam_size}`` the
+    key it points at (the searches read the task's ``decoding`` node). UNRESOLVED when it cannot resolve here
+    (a resolver that needs Hydra's runtime)."""
+    if not OmegaConf.is_interpolation(node, name):
+        return node._get_node(name)._value(), key
+    pointed = SIMPLE_INTERPOLATION.match(str(node._get_node(name)._value()))
+    try:
+        value = node[name]
+    except Exception:
+        return UNRESOLVED, key
+    return value, pointed.group(1) if pointed else key
 
 
 def declared_types(target: Any) -> dict[str, Any]:

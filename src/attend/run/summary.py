@@ -118,7 +118,7 @@ def config_choices() -> dict[str, str]:
     choices = HydraConfig.get().runtime.choices
     # the groups a user picks; not Hydra's own, not the data options every data config shares, not the unset ones
     return {
-        group.split("@")[0]: str(option) for group, option in choices.items()
+        group: str(option) for group, option in choices.items()
         if option is not None and not group.startswith(("hydra", "data_common"))
     }
 
