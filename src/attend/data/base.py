@@ -12,13 +12,22 @@ from torch.utils.data import DataLoader, Dataset
 
 from attend.data.bad_samples import BadSamples, ReportsSkips
 from attend.data.bucketing import BucketBatchSampler
-from attend.data.store import store_folder
+from attend.data.store import file_stamp, store_folder
 from attend.data.tokenizers.tokenizer import Tokenizer, tokenizer_from_state
 
 
 def source_settings(source) -> Any:
-    """What a source's examples depend on, for store keys: its ``settings()`` when it has one."""
-    return getattr(source, "settings", dict)()
+    """What a source's examples depend on, for store keys: its ``settings()`` when it has one, with the size and
+    modification time of every setting that names a file (a manifest, a caption JSON, a font), so a file whose
+    content changed gives new stores."""
+    settings = getattr(source, "settings", dict)()
+    files = {key: file_stamp(value) for key, value in sorted(settings.items()) if _names_file(value)}
+    return {**settings, "file stamps": files} if files else settings
+
+
+def _names_file(value: Any) -> bool:
+    """Whether a setting is the path of an existing file."""
+    return isinstance(value, (str, os.PathLike)) and bool(str(value)) and os.path.isfile(value)
 
 
 def default_prepare_workers() -> int:

@@ -16,7 +16,9 @@ A store is a folder ``<cache_dir>/store/<kind>-<key>/`` (the key: a hash of ever
 - ``manifest.json``, written last, names every shard with its rows and bytes, the skipped items (bad samples)
   and what the caller asked to keep (``meta``: fitted tokenizers, for instance). A store without a manifest is
   unfinished; a shard whose size or row count disagrees with the manifest, or whose Arrow footer cannot be read
-  (a truncated file), makes the store damaged: named in a warning and rebuilt.
+  (a truncated file), makes the store damaged: named in a warning and rebuilt. Repair keeps only the shards that
+  agree with the manifest (rows, bytes, and the range of input items each was prepared from), so a readable but
+  wrong shard (another store's, an old one) is prepared again, never kept.
 
 Preparation runs once per machine: a file lock makes other processes (DDP ranks, parallel sweep jobs) wait and
 then open what the first one wrote.
@@ -67,6 +69,18 @@ def store_folder(cache_dir: str | os.PathLike | None, kind: str, *key_parts: Any
     key = hashlib.sha1(key_text.encode("utf-8")).hexdigest()[:16]
     root = Path(cache_dir) if cache_dir is not None else _process_temp_dir()
     return root / "store" / f"{kind}-{key}"
+
+
+def file_stamp(path: str | os.PathLike | None) -> list[int] | None:
+    """[size, modification time in ns] of a file, for store keys: a file whose content changed (a restored
+    image, a re-recorded clip) then gives a new key and its examples are prepared again; None: no such file."""
+    if path is None:
+        return None
+    try:
+        stat = os.stat(path)
+    except OSError:
+        return None
+    return [stat.st_size, stat.st_mtime_ns]
 
 
 _TEMP_DIR: Path | None = None
@@ -279,7 +293,7 @@ def prepared_store(
             store = open_store(folder)
         except DamagedStoreError as problem:
             log.warning("data store %s is damaged (%s): rebuilding it", folder, problem)
-            _remove_unreadable(folder)
+            _remove_disagreeing(folder)
             store = None
         if store is not None:
             return store
@@ -296,14 +310,29 @@ def _exclusive(folder: Path) -> Iterator[None]:
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
-def _remove_unreadable(folder: Path) -> None:
-    """Drop the manifest and every shard file that cannot be read whole; sound shards are reused."""
-    (folder / "manifest.json").unlink(missing_ok=True)
+def _remove_disagreeing(folder: Path) -> None:
+    """Drop the manifest and every shard that cannot be read whole or disagrees with the manifest's entry for it
+    (rows, bytes, range of items); sound shards are reused. Without a readable manifest only each shard's own
+    record of its range vouches for it (checked again against the input when it is reused)."""
+    manifest_path = folder / "manifest.json"
+    try:
+        entries = {entry["file"]: entry for entry in json.loads(manifest_path.read_text(encoding="utf-8"))["shards"]}
+    except (OSError, ValueError, KeyError, TypeError):
+        entries = None
+    manifest_path.unlink(missing_ok=True)
     for path in folder.glob("shard-*.arrow"):
-        try:
-            _map_shard(path)
-        except (pa.ArrowInvalid, OSError):
+        written = _reuse_shard(path)
+        entry = None if entries is None else entries.get(path.name)
+        if written is None or (entries is not None and not _agrees(written.entry, entry)):
             path.unlink(missing_ok=True)
+
+
+def _agrees(found: dict[str, Any], recorded: dict[str, Any] | None) -> bool:
+    """Whether a shard on disk is the one a manifest entry describes (rows, bytes, and range where recorded)."""
+    if recorded is None:
+        return False
+    keys = ("rows", "bytes", "first", "items")
+    return all(found.get(key) == recorded[key] for key in keys if key in recorded)
 
 
 # preparation ---------------------------------------------------------------------------------
@@ -337,39 +366,46 @@ class Written(NamedTuple):
     items: int
 
 
-def _write_shard(folder: Path, number: int, shard: Shard, items: int) -> Written:
-    """Write one shard (temporary name, then rename) with its skips in the schema metadata."""
+def _write_shard(folder: Path, number: int, shard: Shard, first: int, items: int) -> Written:
+    """Write one shard (temporary name, then rename) with its skips and its range of items in the schema
+    metadata."""
     table = pa.table(shard.columns)
-    skipped = json.dumps({"skipped": [list(s) for s in shard.skipped], "items": items})
+    skipped = json.dumps({"skipped": [list(s) for s in shard.skipped], "first": first, "items": items})
     table = table.replace_schema_metadata({b"attend": skipped.encode("utf-8")})
     path = folder / _shard_name(number)
     partial = folder / f".{_shard_name(number)}.{os.getpid()}.tmp"
     with pa.OSFile(str(partial), "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
         writer.write_table(table, max_chunksize=max(table.num_rows, 1))  # one record batch: one chunk per column
     partial.replace(path)
-    return Written(_entry(path, table.num_rows), list(shard.skipped), items)
+    return Written(_entry(path, table.num_rows, first, items), list(shard.skipped), items)
 
 
-def _entry(path: Path, rows: int) -> dict[str, Any]:
-    return {"file": path.name, "rows": rows, "bytes": path.stat().st_size}
+def _entry(path: Path, rows: int, first: int | None, items: int) -> dict[str, Any]:
+    """A shard's manifest entry: its file, rows and bytes, and the range of input items it was prepared from."""
+    return {"file": path.name, "rows": rows, "bytes": path.stat().st_size, "first": first, "items": items}
 
 
 def _prepare_in_worker(job: tuple[int, int, list[Any]]) -> Written:
     number, first, chunk = job
     prepare, folder = _JOB  # type: ignore[misc]
-    return _write_shard(folder, number, prepare(chunk, first), len(chunk))
+    return _write_shard(folder, number, prepare(chunk, first), first, len(chunk))
 
 
-def _reuse_shard(path: Path) -> Written | None:
-    """A whole shard left by an interrupted preparation; None if it is not there or cannot be read whole."""
+def _reuse_shard(path: Path, first: int | None = None, items: int | None = None) -> Written | None:
+    """A whole shard left by an interrupted preparation (or a repair); None if it is not there, cannot be read
+    whole, or was prepared from other items than ``first`` and ``items`` say (when given)."""
     if not path.is_file():
         return None
     try:
         table = _map_shard(path)
         recorded = json.loads(table.schema.metadata[b"attend"])
-    except (pa.ArrowInvalid, OSError, KeyError, TypeError, ValueError):
+        start, count = recorded.get("first"), recorded["items"]
+        skipped = [tuple(s) for s in recorded["skipped"]]
+    except (pa.ArrowInvalid, OSError, KeyError, TypeError, ValueError, AttributeError):
         return None
-    return Written(_entry(path, table.num_rows), [tuple(s) for s in recorded["skipped"]], recorded["items"])
+    if first is not None and (start != first or count != items or table.num_rows > count):
+        return None
+    return Written(_entry(path, table.num_rows, start, count), skipped, count)
 
 
 def _build(
@@ -394,11 +430,11 @@ def _build(
     try:
         pending: dict[Future, int] = {}
         for number, first, chunk in itertools.chain(ahead, jobs):
-            if found := _reuse_shard(folder / _shard_name(number)):
+            if found := _reuse_shard(folder / _shard_name(number), first, len(chunk)):
                 written[number] = found
                 reused += 1
             elif not parallel:
-                written[number] = _write_shard(folder, number, prepare(chunk, first), len(chunk))
+                written[number] = _write_shard(folder, number, prepare(chunk, first), first, len(chunk))
             else:
                 pending[pool.submit(_prepare_in_worker, (number, first, chunk))] = number
                 if len(pending) >= 2 * workers:  # a bounded number of chunks in flight

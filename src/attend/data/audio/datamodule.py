@@ -14,7 +14,7 @@ from attend.data.audio.dataset import SpeechCollate, SpeechDataset, StoredFeatur
 from attend.data.audio.feature_store import duration_store, feature_store, report_skips
 from attend.data.audio.features import Spectrogram
 from attend.data.base import TargetTextDataModule
-from attend.data.store import ExampleStore
+from attend.data.store import ExampleStore, file_stamp
 from attend.data.tokenizers.tokenizer import Tokenizer
 
 log = logging.getLogger("attend.data")
@@ -102,7 +102,7 @@ class SpeechDataModule(TargetTextDataModule):
 
     def _store(self, utterances: list[Utterance]) -> ExampleStore:
         """The split's feature store (``precompute``) or durations store, opened, or prepared when missing."""
-        keys = [u.key for u in utterances]
+        keys = [[u.key, file_stamp(u.path)] for u in utterances]  # a changed or restored file is read again
         if self.precompute:
             folder = self.store_folder("speech_features", self.frontend.settings(), keys)
             return feature_store(folder, utterances, self.frontend, self.prepare_workers)

@@ -16,7 +16,7 @@ from torchvision.transforms import v2
 from attend.data.bad_samples import BadSamples
 from attend.data.cache import file_skip, report_store_skips
 from attend.data.images import ImageCaption, ImageReadError
-from attend.data.store import ExampleStore, Shard, prepared_store
+from attend.data.store import ExampleStore, Shard, file_stamp, prepared_store
 
 log = logging.getLogger("attend.data")
 SHARD_IMAGES = 512  # images a store shard: ~77 MB at 224 px, so a worker holds little and a resumed run loses little
@@ -55,9 +55,11 @@ def has_masks(source) -> bool:
 
 
 def image_key(source, records: list[ImageCaption], size: int) -> list:
-    """What a split's image store depends on besides the source's settings: the size, the records, and whether
-    masks are kept (a store from before a source had masks is not read for one that has them)."""
-    return [size, [record.key for record in records], "object masks" if has_masks(source) else "no masks"]
+    """What a split's image store depends on besides the source's settings: the size, the records with their
+    files' size and modification time (a changed or restored file is read again), and whether masks are kept
+    (a store from before a source had masks is not read for one that has them)."""
+    files = [[record.key, file_stamp(record.path)] for record in records]
+    return [size, files, "object masks" if has_masks(source) else "no masks"]
 
 
 def image_store(
