@@ -96,11 +96,22 @@ def build_encoder(cfg: DictConfig, datamodule: L.LightningDataModule) -> nn.Modu
     return instantiate(cfg.encoder, **options)
 
 
+def share_frozen_features(encoder: nn.Module, datamodule: L.LightningDataModule) -> None:
+    """An encoder with a frozen part (``frozen_features()``: the pretrained image encoders) lets a data module
+    that can store features (``use_frozen_features``: captions) compute that part once instead of every step."""
+    frozen = getattr(encoder, "frozen_features", None)
+    use = getattr(datamodule, "use_frozen_features", None)
+    extractor = frozen() if frozen is not None else None
+    if extractor is not None and use is not None:
+        use(extractor)
+
+
 def build_model(cfg: DictConfig, datamodule: L.LightningDataModule) -> Seq2Seq:
     """Encoder from ``cfg.encoder``, attention partial from ``cfg.attention``, decoder around both."""
     tokenizers = datamodule.tokenizers()
     target = tokenizers["target"]
     encoder = build_encoder(cfg, datamodule)
+    share_frozen_features(encoder, datamodule)
     decoder = instantiate(
         cfg.decoder,
         vocab_size=target.vocab_size,

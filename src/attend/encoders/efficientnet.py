@@ -7,7 +7,6 @@ from torch import Tensor
 
 from attend.encoders.efficientnet_lite import HEAD, LITE_MEAN, LITE_STD, efficientnet_lite0
 from attend.encoders.pretrained_grid import PretrainedGrid
-from attend.memory import Memory
 
 # what the caption data feeds the encoders (attend.data.images.pixels; a test keeps the two equal)
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
@@ -45,7 +44,7 @@ class EfficientNetEncoder(PretrainedGrid):
         self.register_buffer("shift", ((255 * mean - LITE_MEAN) / LITE_STD).view(1, 3, 1, 1), persistent=False)
         self.head(HEAD, freeze, output_dim, coordinates, dropout)
 
-    def forward(self, images: Tensor, lengths: Tensor | None = None) -> Memory:
-        """images (B, 3, H, W), ImageNet-normalised -> Memory over the (H/32) x (W/32) cells."""
+    def body_features(self, images: Tensor) -> Tensor:
+        """images (B, 3, H, W), ImageNet-normalised -> (B, 1280, H/32, W/32)."""
         pixels = (images * self.scale + self.shift).contiguous(memory_format=torch.channels_last)  # [-1, 1]
-        return self.cells(self.body(pixels))  # (B, 1280, h, w) -> cells
+        return self.body(pixels)

@@ -9,7 +9,6 @@ import torchvision
 from torch import Tensor, nn
 
 from attend.encoders.pretrained_grid import PretrainedGrid
-from attend.memory import Memory
 
 DEPTHS = {18: 512, 34: 512, 50: 2048, 101: 2048}  # depth -> channels of the last stage
 
@@ -86,6 +85,6 @@ class ResNetEncoder(PretrainedGrid):
         self.body.pretrained = bool(weights)  # model.init leaves loaded weights alone
         self.head(DEPTHS[depth], freeze, output_dim, coordinates, dropout)
 
-    def forward(self, images: Tensor, lengths: Tensor | None = None) -> Memory:
-        """images (B, 3, H, W), ImageNet-normalised -> Memory over the (H/32) x (W/32) cells."""
-        return self.cells(self.body(images))  # (B, C, h, w) -> cells
+    def body_features(self, images: Tensor) -> Tensor:
+        """images (B, 3, H, W), ImageNet-normalised -> (B, C, H/32, W/32)."""
+        return self.body(images)

@@ -15,6 +15,7 @@ from attend.data.bad_samples import BadSamples
 from attend.data.base import TargetTextDataModule
 from attend.data.images import ImageCaption, read_rgb
 from attend.data.images.dataset import CaptionCollate, CaptionDataset
+from attend.data.images.features import FeatureExtractor, feature_store
 from attend.data.images.pixels import (
     denormalize,
     image_key,
@@ -46,6 +47,11 @@ class CaptionDataModule(TargetTextDataModule):
     compare them, among the training captions) and, for sources with ``load_mask`` (Tux Paint's
     alpha), ``object_masks`` (B, H, W) float in [0, 1] letterboxed like the pixels with
     ``has_object_mask`` (B,) bool.
+
+    ``precompute_features``: when the encoder has a frozen part (the builder hands it over with
+    ``use_frozen_features``), its features are computed once per image into a feature store and batches carry
+    them as ``src`` (``attend.data.images.features``); training then sees ``feature_crops`` fixed random crops
+    of each image besides the image itself instead of a new crop every step (0: the image only).
     """
 
     modality = "image"
@@ -66,7 +72,11 @@ class CaptionDataModule(TargetTextDataModule):
         on_error: str = "skip",
         max_skip_fraction: float = 0.1,
         prepare_workers: int | None = None,
+        precompute_features: bool = True,
+        feature_crops: int = 0,
     ) -> None:
+        if feature_crops < 0:
+            raise ValueError(f"data.feature_crops must be 0 or more, got {feature_crops}")
         super().__init__(
             source, tokenizer, batch_size, eval_batch_size, num_workers, seed, cache_dir,
             on_error=on_error, max_skip_fraction=max_skip_fraction, prepare_workers=prepare_workers,
@@ -79,6 +89,9 @@ class CaptionDataModule(TargetTextDataModule):
         self.dropped = 0  # training captions dropped by the length filter
         self.caption_stores: dict[str, ExampleStore] = {}  # split -> tokenized captions (``_open_caption_stores``)
         self._caption_key: list | None = None
+        self.precompute_features = precompute_features
+        self.feature_crops = feature_crops
+        self.extractor: FeatureExtractor | None = None  # the encoder's frozen part (use_frozen_features)
 
     # data ------------------------------------------------------------------------------------
     def prepare_data(self) -> None:
@@ -106,7 +119,26 @@ class CaptionDataModule(TargetTextDataModule):
     def _encode_splits(self) -> None:
         self._open_caption_stores()
         for name, (images, records) in self.loaded.items():
-            self.datasets[name] = self._encode(images, records, self.caption_stores[name], train=name == "train")
+            dataset = self._encode(images, records, self.caption_stores[name], train=name == "train")
+            self.datasets[name] = dataset.with_features(self._features(name, images))
+
+    def use_frozen_features(self, extractor: FeatureExtractor) -> None:
+        """Batch ``extractor``'s features of the images instead of pixels (with ``precompute_features``): computed
+        once into feature stores, now for splits already set up, in ``setup`` for the others."""
+        if not self.precompute_features:
+            return
+        self.extractor = extractor
+        for name, dataset in self.datasets.items():
+            dataset.with_features(self._features(name, dataset.store))
+
+    def _features(self, split: str, images: ExampleStore) -> ExampleStore | None:
+        """The split's feature store (None without an extractor): training with its crops, the rest without."""
+        if self.extractor is None:
+            return None
+        crops = self.feature_crops if split == "train" else 0
+        folder = self.store_folder("image_features", images.folder.name, self.extractor.key, crops, self.seed)
+        log.info("image features of the %s split: %s", split, self.extractor.key)
+        return feature_store(images, self.extractor, crops, self.seed, folder, f"{split} image features")
 
     def _open_caption_stores(self) -> None:
         """``caption_stores``: split -> one row per record (as ``loaded``) with the ids of each of its captions and,
@@ -170,7 +202,7 @@ class CaptionDataModule(TargetTextDataModule):
         columns = list(zip(*rows, strict=True)) if rows else [[]] * 5
         transform = image_transform(train, self.image_size, augment=self.augment, hflip=self.hflip)
         if train:
-            return CaptionDataset(store, *[list(c) for c in columns], transform=transform)
+            return CaptionDataset(store, *[list(c) for c in columns], transform=transform, train=True)
         return CaptionDataset(
             store, *[list(c) for c in columns], transform=transform, masks=bool(store.meta["masked"]), unseen=unseen,
         )
@@ -206,7 +238,10 @@ class CaptionDataModule(TargetTextDataModule):
         return CaptionCollate(self.tokenizer.pad_id, self.tokenizer.bos_id, self.tokenizer.eos_id)
 
     def readable_source(self, batch: dict[str, Any], index: int) -> np.ndarray:
-        """The source of one batch row as a person sees it: its image, (H, W, 3) uint8."""
+        """The source of one batch row as a person sees it: its image, (H, W, 3) uint8 (a batch of stored
+        features carries the images as ``pixels``)."""
+        if "pixels" in batch:
+            return batch["pixels"][index].permute(1, 2, 0).cpu().numpy()
         return denormalize(batch["src"][index])
 
     def batch_from_sources(self, sources: list[str]) -> dict[str, Any]:

@@ -1,0 +1,151 @@
+"""A frozen image encoder's features computed once into the example store (attend.data.images.features)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from attend.builder import share_frozen_features
+from attend.data import CaptionDataModule, WordTokenizer
+from attend.data.images import ShapeScenes
+from attend.data.images.features import crop_versions, normalise, stored_features
+from attend.encoders import EfficientNetEncoder
+from attend.encoders.resnet import ResNetEncoder
+
+SIZE = 64  # 2x2 cells of EfficientNet-Lite0
+
+
+def encoder(freeze: bool = True) -> EfficientNetEncoder:
+    torch.manual_seed(0)
+    return EfficientNetEncoder(freeze=freeze, output_dim=16, dropout=0.0, pretrained=False).eval()
+
+
+def datamodule(cache_dir: Path, **kwargs) -> CaptionDataModule:
+    source = ShapeScenes(n_train=12, n_val=4, n_test=4, image_size=SIZE)
+    settings = {"image_size": SIZE, "batch_size": 4, "eval_batch_size": 4, "augment": False, **kwargs}
+    dm = CaptionDataModule(source, WordTokenizer(lowercase=True), cache_dir=cache_dir, **settings)
+    dm.prepare_data()
+    dm.setup("fit")
+    return dm
+
+
+class CountingExtractor:
+    """The frozen body of ``net``, counting the images it is asked for."""
+
+    def __init__(self, net: EfficientNetEncoder) -> None:
+        self.inner = net.frozen_features()
+        self.key = self.inner.key
+        self.images = 0
+
+    def __call__(self, images: torch.Tensor) -> torch.Tensor:
+        self.images += len(images)
+        return self.inner(images)
+
+
+def test_stored_features_are_the_frozen_body_run_on_the_pixels(tmp_path):
+    net = encoder()
+    dm = datamodule(tmp_path)
+    share_frozen_features(net, dm)
+    dataset = dm.datasets["val"]
+    pixels = torch.stack([dataset.pixels(i) for i in range(len(dataset))])  # (N, 3, H, W) uint8
+    expected = net.body_features(normalise(pixels)).detach()  # (N, 1280, 2, 2)
+    stored = torch.stack([dataset[i]["image"] for i in range(len(dataset))])
+    assert stored.shape == expected.shape == (len(dataset), 1280, 2, 2)
+    torch.testing.assert_close(stored, expected, atol=0.02, rtol=0.01)  # float16 in the store
+
+
+def test_the_encoder_gives_the_same_memory_from_stored_features_as_from_pixels(tmp_path):
+    net = encoder()
+    dm = datamodule(tmp_path)
+    pixel_batch = dm.example_batch(4, "val")  # set up before the features were shared: pixels
+    share_frozen_features(net, dm)
+    feature_batch = dm.example_batch(4, "val")
+    assert pixel_batch["src"].shape[1] == 3 and feature_batch["src"].shape[1] == 1280
+    with torch.no_grad():
+        from_pixels = net(pixel_batch["src"]).values
+        from_features = net(feature_batch["src"]).values
+    torch.testing.assert_close(from_features, from_pixels, atol=0.02, rtol=0.01)
+
+
+def test_evaluation_batches_carry_the_pixels_the_plots_draw(tmp_path):
+    net = encoder()
+    dm = datamodule(tmp_path)
+    share_frozen_features(net, dm)
+    batch = dm.example_batch(2, "val")
+    assert batch["pixels"].dtype == torch.uint8
+    image = dm.readable_source(batch, 1)
+    assert image.shape == (SIZE, SIZE, 3)
+    assert (torch.from_numpy(image).permute(2, 0, 1) == dm.datasets["val"].pixels(1)).all()
+
+
+def test_a_second_start_reads_the_stored_features_without_running_the_encoder(tmp_path):
+    net = encoder()
+    first = CountingExtractor(net)
+    share_frozen_features_with(datamodule(tmp_path), first)
+    assert first.images == 12 + 4 + 4
+    again = CountingExtractor(net)
+    dm = datamodule(tmp_path)
+    share_frozen_features_with(dm, again)
+    assert again.images == 0
+    assert dm.datasets["train"][0]["image"].shape == (1280, 2, 2)
+
+
+def test_other_weights_get_their_own_feature_store(tmp_path):
+    share_frozen_features(encoder(), datamodule(tmp_path))
+    torch.manual_seed(1)
+    other = EfficientNetEncoder(freeze=True, output_dim=16, pretrained=False).eval()
+    counting = CountingExtractor(other)
+    assert counting.key != encoder().frozen_features().key
+    share_frozen_features_with(datamodule(tmp_path), counting)
+    assert counting.images == 20
+
+
+def test_training_picks_among_the_image_and_its_fixed_crops(tmp_path):
+    net = encoder()
+    dm = datamodule(tmp_path, feature_crops=2)
+    counting = CountingExtractor(net)
+    share_frozen_features_with(dm, counting)
+    assert counting.images == 12 * 3 + 4 + 4  # training images three times (the image, two crops), the rest once
+    train = dm.datasets["train"]
+    versions = [stored_features(train.features, 0, v) for v in range(3)]
+    assert not torch.equal(versions[0], versions[1]) and not torch.equal(versions[1], versions[2])
+    torch.manual_seed(0)
+    seen = {min(range(3), key=lambda v: (train[0]["image"] - versions[v]).abs().sum().item()) for _ in range(30)}
+    assert seen == {0, 1, 2}
+    val = dm.datasets["val"]
+    assert all(torch.equal(val[0]["image"], val[0]["image"]) for _ in range(3))  # evaluation: the image only
+
+
+def test_crops_are_seeded_per_image():
+    pixels = torch.randint(0, 256, (3, SIZE, SIZE), dtype=torch.uint8)
+    assert torch.equal(crop_versions(pixels, 2, seed=7), crop_versions(pixels, 2, seed=7))
+    assert not torch.equal(crop_versions(pixels, 2, seed=7), crop_versions(pixels, 2, seed=8))
+    assert torch.equal(crop_versions(pixels, 2, seed=7)[0], pixels)
+
+
+@pytest.mark.parametrize("make", [lambda: encoder(freeze=False), lambda: ResNetEncoder(depth=18, freeze=False)])
+def test_a_trained_body_is_not_precomputed(tmp_path, make):
+    net = make()
+    assert net.frozen_features() is None
+    dm = datamodule(tmp_path)
+    share_frozen_features(net, dm)
+    assert dm.example_batch(2, "train")["src"].shape[1] == 3
+
+
+def test_precompute_features_false_keeps_pixels(tmp_path):
+    dm = datamodule(tmp_path, precompute_features=False)
+    share_frozen_features(encoder(), dm)
+    assert dm.example_batch(2, "val")["src"].shape[1] == 3
+    assert "pixels" not in dm.example_batch(2, "val")
+
+
+def test_negative_feature_crops_is_refused(tmp_path):
+    with pytest.raises(ValueError, match="data.feature_crops"):
+        datamodule(tmp_path, feature_crops=-1)
+
+
+def share_frozen_features_with(dm: CaptionDataModule, extractor) -> None:
+    """What the builder does, with a given extractor (to count its calls)."""
+    dm.use_frozen_features(extractor)
