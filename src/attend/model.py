@@ -289,14 +289,15 @@ class Seq2Seq(L.LightningModule):
     def configure_gradient_clipping(
         self, optimizer: torch.optim.Optimizer, gradient_clip_val=None, gradient_clip_algorithm=None
     ) -> None:
-        """Clip as ``trainer.gradient_clip_val`` says. Without a loss scaler (fp32, bf16-mixed) the gradients
-        are the true ones, so clip them directly: Lightning's mixed-precision plugin refuses to clip for a fused
-        optimizer (it assumes the optimizer unscales them itself, which only fp16's scaler needs)."""
-        if not gradient_clip_val:
+        """Clip the true (unscaled) gradients as ``trainer.gradient_clip_val`` says, fused optimizer or not."""
+        if not gradient_clip_val or self.nonfinite_in_a_row:  # a skipped step: no backward, no scaler step
             return
-        if getattr(self.trainer.precision_plugin, "scaler", None) is not None:  # fp16: Lightning unscales first
-            self.clip_gradients(optimizer, gradient_clip_val, gradient_clip_algorithm)
-        elif gradient_clip_algorithm == "value":
+        scaler = getattr(self.trainer.precision_plugin, "scaler", None)  # fp16-mixed's loss scaler
+        if scaler is not None and getattr(optimizer, "_step_supports_amp_scaling", False):
+            # Lightning unscales before clipping, but not for an optimizer that unscales in its step (fused AdamW):
+            # PyTorch's AMP recipe, so the scaler's step gives it no scale again and still skips it on inf or NaN
+            scaler.unscale_(optimizer)
+        if gradient_clip_algorithm == "value":
             nn.utils.clip_grad_value_(self.parameters(), gradient_clip_val)
         else:
             nn.utils.clip_grad_norm_(self.parameters(), gradient_clip_val)

@@ -6,11 +6,14 @@ import json
 import math
 import re
 from collections import Counter
+from collections.abc import Callable
+from typing import Any
 
 import torch
 from pycocoevalcap.cider.cider_scorer import CiderScorer
 from torchmetrics import Metric
 from torchmetrics.utilities import dim_zero_cat
+from torchmetrics.utilities.distributed import gather_all_tensors
 
 from attend.metrics.base import Decoded
 
@@ -84,8 +87,8 @@ class CIDErD(Metric):
     """CIDEr-D (Vedantam et al. 2015) by pycocoevalcap's scorer on ``caption_tokens``, times 100.
 
     Document frequencies come from the evaluated set's references, so the score is corpus-level:
-    each rank keeps its (hypothesis, references) as UTF-8 bytes, DDP gathers them, and the
-    scorer runs once on all of them.
+    each rank keeps its (hypothesis, references) as UTF-8 bytes, DDP gathers them (however many
+    each rank has, none included), and the scorer runs once on all of them. No record: 0.
     """
 
     higher_is_better = True
@@ -101,14 +104,20 @@ class CIDErD(Metric):
             data = json.dumps([hypothesis, references]).encode("utf-8") + b"\0"  # JSON never holds a raw NUL
             self.records.append(torch.frombuffer(bytearray(data), dtype=torch.uint8).to(self.device))
 
+    def _sync_dist(self, dist_sync_fn: Callable = gather_all_tensors, process_group: Any = None) -> None:
+        """Gather the records; a rank without any sends no bytes as uint8, the others' dtype (torchmetrics' own
+        stand-in for an empty list is float32, which the gather cannot join with uint8: it fails or hangs)."""
+        if isinstance(self.records, list) and not self.records:
+            self.records = [torch.empty(0, dtype=torch.uint8, device=self.device)]  # sync() restores the local state
+        super()._sync_dist(dist_sync_fn, process_group)
+
     def compute(self) -> torch.Tensor:
-        # a list of byte tensors here; after DDP's sync one tensor of all ranks' bytes
-        records = self.records
+        records = self.records  # a list of byte tensors here; after DDP's sync one tensor of all ranks' bytes
         if isinstance(records, list):
-            if not records:
-                return torch.tensor(0.0, dtype=torch.float64)
-            records = dim_zero_cat(records)
-        data = bytes(records.cpu().tolist())
+            records = dim_zero_cat(records) if records else torch.empty(0, dtype=torch.uint8)
+        data = records.cpu().numpy().tobytes()
+        if not data:  # no record on any rank (the scorer cannot score an empty set)
+            return torch.tensor(0.0, dtype=torch.float64)
         scorer = CiderScorer(n=4, sigma=self.sigma)
         for record in data.split(b"\0")[:-1]:
             hypothesis, references = json.loads(record.decode("utf-8"))
