@@ -45,7 +45,10 @@ def additive(hidden_dim: int = 8):
 
 # the files that take longest, longest first: the two xdist workers (which take whole files in collection
 # order) then finish together instead of one starting the matrix when the other is nearly done
-SLOW_FILES_FIRST = ("test_matrix.py", "test_entry_points.py", "test_distributed.py", "test_sweeps.py")
+SLOW_FILES_FIRST = (
+    "test_matrix.py", "test_entry_points.py", "test_distributed.py", "test_sweeps.py", "test_caption_ddp.py",
+    "test_time_budget_ddp.py",
+)
 
 
 def pytest_collection_modifyitems(items: list) -> None:
