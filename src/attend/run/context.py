@@ -13,6 +13,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 
 from attend.builder import check_config
 from attend.run.distributed import in_a_sweep, is_global_zero, one_job_of_a_sweep, relaunch_ranks_as_this_job
+from attend.run.loggers import configure_tensorboard
 from attend.run.parallel_jobs import device_slot
 from attend.run.resume import resolve_ckpt_path
 from attend.run.summary import config_choices
@@ -41,9 +42,9 @@ def expected_stop(error: BaseException) -> bool:
 def run_context(cfg: DictConfig) -> Iterator[int | None]:
     """Before the block: check the config, resolve ``ckpt_path`` (``last``, a run folder) to its file, save
     ``config_resolved.yaml`` (rank 0; DDP ranks share the folder), make Lightning relaunch the other DDP ranks
-    as this job, fill in the W&B run's name, tags, group and id, seed everything. Around the block: a sweep's
-    job leaves no distributed state to the next, holds its device slot (yielded: the slot of a parallel sweep
-    job, else None), logs its failure to the job's log, and closes its W&B run."""
+    as this job, fill in the W&B run's name, tags, group and id and the TensorBoard run's name, seed everything.
+    Around the block: a sweep's job leaves no distributed state to the next, holds its device slot (yielded: the
+    slot of a parallel sweep job, else None), logs its failure to the job's log, and closes its W&B run."""
     check_config(cfg)
     output_dir = Path(cfg.paths.output_dir)
     with open_dict(cfg):  # ckpt_path=last or a run folder: the checkpoint file it means
@@ -52,7 +53,9 @@ def run_context(cfg: DictConfig) -> Iterator[int | None]:
         output_dir.mkdir(parents=True, exist_ok=True)
         OmegaConf.save(cfg, output_dir / "config_resolved.yaml", resolve=True)
     relaunch_ranks_as_this_job()
-    configure_wandb(cfg, config_choices())
+    choices = config_choices()
+    configure_wandb(cfg, choices)
+    configure_tensorboard(cfg, choices)  # its run folder named like the W&B run
     L.seed_everything(cfg.seed, workers=True)
     with one_job_of_a_sweep(), device_slot(cfg) as slot:
         try:

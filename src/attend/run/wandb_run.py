@@ -1,6 +1,7 @@
 """One W&B run per job: its name, tags and group from the config, its id kept in checkpoints so a
 resumed run continues the same dashboard run, and closed when the job ends (the next job of a
-multirun runs in the same process)."""
+multirun runs in the same process). ``run_name`` also names the run's TensorBoard folder
+(``attend.run.loggers``), so both dashboards call a run the same."""
 
 from __future__ import annotations
 
@@ -35,10 +36,10 @@ def configure_wandb(cfg: DictConfig, choices: dict[str, str]) -> None:
     if not wandb_cfg:
         return
     sweep = sweep_name()
-    task = choices.get("task", cfg.get("task_name"))  # the task chosen, also under debug=... (task_name "debug")
+    task = run_task(cfg, choices)
     with open_dict(wandb_cfg):
         if wandb_cfg.get("name") is None:
-            wandb_cfg.name = "-".join([task, *(choices[g] for g in NAMING_GROUPS if g in choices)])
+            wandb_cfg.name = run_name(cfg, choices)
         if wandb_cfg.get("tags") is None:
             tags = [f"task:{task}", *(f"{g}:{choices[g]}" for g in NAMING_GROUPS if g in choices)]
             wandb_cfg.tags = tags + ([f"sweep:{sweep}"] if sweep else [])
@@ -54,6 +55,17 @@ def configure_wandb(cfg: DictConfig, choices: dict[str, str]) -> None:
         if run_id:
             log.info("resuming W&B run %s from the checkpoint", run_id)
             wandb_cfg.id = run_id  # WandbLogger resumes with resume="allow"
+
+
+def run_task(cfg: DictConfig, choices: dict[str, str]) -> str:
+    """The task chosen, also under debug=... (whose task_name is "debug")."""
+    return choices.get("task", cfg.get("task_name"))
+
+
+def run_name(cfg: DictConfig, choices: dict[str, str]) -> str:
+    """A run's name in W&B and TensorBoard: ``<task>-<data>-<encoder>-<attention>-<decoder>`` from the options
+    picked (``choices``), e.g. ``mt-dates-rnn-additive-luong``."""
+    return "-".join([run_task(cfg, choices), *(choices[g] for g in NAMING_GROUPS if g in choices)])
 
 
 def online_problem(timeout_seconds: float = 5.0) -> str | None:
