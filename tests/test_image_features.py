@@ -18,8 +18,8 @@ SIZE = 64  # 2x2 cells of EfficientNet-Lite0
 
 
 def encoder(freeze: bool = True) -> EfficientNetEncoder:
-    torch.manual_seed(0)
-    return EfficientNetEncoder(freeze=freeze, output_dim=16, dropout=0.0, pretrained=False).eval()
+    torch.manual_seed(0)  # left in training mode, as the builder makes it: the frozen body must still run in eval
+    return EfficientNetEncoder(freeze=freeze, output_dim=16, dropout=0.0, pretrained=False)
 
 
 def datamodule(cache_dir: Path, **kwargs) -> CaptionDataModule:
@@ -50,7 +50,7 @@ def test_stored_features_are_the_frozen_body_run_on_the_pixels(tmp_path):
     share_frozen_features(net, dm)
     dataset = dm.datasets["val"]
     pixels = torch.stack([dataset.pixels(i) for i in range(len(dataset))])  # (N, 3, H, W) uint8
-    expected = net.body_features(normalise(pixels)).detach()  # (N, 1280, 2, 2)
+    expected = net.eval().body_features(normalise(pixels)).detach()  # (N, 1280, 2, 2)
     stored = torch.stack([dataset[i]["image"] for i in range(len(dataset))])
     assert stored.shape == expected.shape == (len(dataset), 1280, 2, 2)
     torch.testing.assert_close(stored, expected, atol=0.02, rtol=0.01)  # float16 in the store
@@ -63,6 +63,7 @@ def test_the_encoder_gives_the_same_memory_from_stored_features_as_from_pixels(t
     share_frozen_features(net, dm)
     feature_batch = dm.example_batch(4, "val")
     assert pixel_batch["src"].shape[1] == 3 and feature_batch["src"].shape[1] == 1280
+    net.eval()
     with torch.no_grad():
         from_pixels = net(pixel_batch["src"]).values
         from_features = net(feature_batch["src"]).values

@@ -82,6 +82,7 @@ class FrozenBody:
     def __call__(self, images: Tensor) -> Tensor:
         """ImageNet-normalised (B, 3, H, W) float -> (B, C, h, w) float32 features, on the encoder's device."""
         parameter = next(self.encoder.body.parameters())
+        self.encoder.body.eval()  # frozen: its batch norm keeps the loaded statistics (a new module is in train mode)
         with torch.inference_mode():
             features = self.encoder.body_features(images.to(parameter.device, parameter.dtype))
         return features.float().cpu()
