@@ -7,6 +7,7 @@ audio run takes about 80 s more, so it runs only with ATTEND_BENCH_SCALE_ALL=1.
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -37,28 +38,87 @@ def run_script(tmp_path: Path, *options: str) -> tuple[subprocess.CompletedProce
     return run, json.loads(out.read_text())
 
 
+# where each figure of a row is, read here without the script's readers: (phase, key[, loader workers])
+WHERE = {"prep_s": ("first", "prep_s"), "first_start_s": ("first", "first_step_s"),
+         "first_rss_mb": ("first", "peak_rss_mb"), "second_start_s": ("second", "first_step_s"),
+         "second_rss_mb": ("second", "peak_rss_mb"), "loader_w0_ex_s": ("second", "loader_examples_per_s", "0"),
+         "loader_w1_ex_s": ("second", "loader_examples_per_s", "1"),
+         "loader_w2_ex_s": ("second", "loader_examples_per_s", "2"), "model_ex_s": ("second", "model_examples_per_s")}
+
+
+EXAMPLES_PER_ITEM = {"text": 1, "images": 5, "audio": 1}  # training examples per generated item: 5 captions an image
+
+
+def figure(row: dict, name: str) -> float:
+    if name == "delta_rss_mb":
+        return row["delta_rss_mb"]
+    phase, key, *workers = WHERE[name]
+    value = row[phase][key]
+    return value[workers[0]] if workers else value
+
+
+def check_measurements(row: dict, modality: str) -> None:
+    """One size's figures are what its two starts measured, and agree with each other."""
+    first, second = row["first"], row["second"]
+    assert "error" not in first and "error" not in second, row
+    examples = row["size"] * EXAMPLES_PER_ITEM[modality]
+    for start in (first, second):
+        assert start["train_examples"] == examples  # the whole training split of the generated corpus
+        assert start["prep_s"] >= start["prepare_data_s"] > 0
+        # from the process's start: the imports, then the preparation, then one step
+        assert start["first_step_s"] > start["import_s"] + start["prep_s"]
+        assert start["peak_rss_mb"] == pytest.approx(start["self_rss_mb"] + start["children_rss_mb"])
+        assert start["self_rss_mb"] > 100  # torch and Lightning alone take more
+    assert 0 < second["examples_per_step"] <= examples and second["step_s"] > 0
+    assert second["model_examples_per_s"] == pytest.approx(second["examples_per_step"] / second["step_s"])
+    assert set(second["loader_examples_per_s"]) == {"0", "1", "2", str(second["configured_workers"])}
+    assert all(rate > 0 for rate in second["loader_examples_per_s"].values())
+
+
 def check_modality(stdout: str, results: dict, modality: str, sizes: list[int]) -> None:
+    """Every figure measured and consistent, the slopes and goals computed from them, PASS/FAIL their verdicts
+    against the limits, and the printed tables and lines the JSON's."""
     summary = results["modalities"][modality]
-    assert [row["size"] for row in summary["rows"]] == sizes
-    for row in [summary["baseline"], *summary["rows"]]:
-        assert "error" not in row["first"] and "error" not in row["second"], row
-        for name in ROW_FIGURES:
-            assert bench_scale.FIGURES[name](row) is not None, (modality, row["size"], name)
-        assert bench_scale.FIGURES["prep_s"](row) > 0 and bench_scale.FIGURES["first_rss_mb"](row) > 0
-        assert bench_scale.FIGURES["model_ex_s"](row) > 0
-        assert str(row["second"]["configured_workers"]) in row["second"]["loader_examples_per_s"]
-    assert summary["baseline"]["delta_rss_mb"] == 0
-    assert set(summary["slopes"]) == set(bench_scale.FIGURES)
-    assert summary["slopes"]["prep_s"] is not None and summary["slopes"]["first_rss_mb"] is not None
-    goals = [goal["goal"] for goal in summary["goals"]]
-    assert len(goals) == (4 if modality in ("text", "images") else 3)
+    baseline, rows = summary["baseline"], summary["rows"]
+    assert [row["size"] for row in rows] == sizes
+    assert set(bench_scale.FIGURES) == set(WHERE) | {"delta_rss_mb"}
     assert f"## {modality}" in stdout
-    for size in sizes:
-        assert f"| {size:,} |" in stdout
+    for row in [baseline, *rows]:
+        check_measurements(row, modality)
+        assert row["delta_rss_mb"] == pytest.approx(figure(row, "first_rss_mb") - figure(baseline, "first_rss_mb"))
+        for name in ROW_FIGURES:
+            assert bench_scale.FIGURES[name](row) == figure(row, name), (modality, row["size"], name)
+        label = f"{row['size']:,}" + (" (baseline)" if row is baseline else "")
+        shown = (f"| {label} | {figure(row, 'prep_s'):,.2f} | {figure(row, 'first_start_s'):,.2f} | "
+                 f"{figure(row, 'first_rss_mb'):,.1f} | {figure(row, 'delta_rss_mb'):,.1f} | "
+                 f"{figure(row, 'second_start_s'):,.2f} |")
+        assert shown in stdout, shown
+    assert baseline["delta_rss_mb"] == 0
+    # log-log slopes between the smallest and the largest size (with one size: the baseline and it)
+    low, high = (rows[0], rows[-1]) if len(rows) >= 2 else (baseline, rows[0])
     for name in bench_scale.FIGURES:
-        assert f"growth {modality} {name}: log-log slope" in stdout
-    for goal in goals:
-        assert f"PASS {modality}: {goal}" in stdout or f"FAIL {modality}: {goal}" in stdout
+        y0, y1 = figure(low, name), figure(high, name)
+        expected = math.log(y1 / y0) / math.log(high["size"] / low["size"]) if y0 > 0 and y1 > 0 else None
+        assert summary["slopes"][name] == (None if expected is None else pytest.approx(expected)), name
+        shown = "-" if expected is None else f"{expected:,.2f}"
+        assert f"growth {modality} {name}: log-log slope {shown} (" in stdout
+    limits = bench_scale.LIMITS
+    largest = rows[-1]
+    workers = str(largest["second"]["configured_workers"])
+    verdicts = [  # (value, pass) of each goal, in the script's order
+        (summary["slopes"]["prep_s"], summary["slopes"]["prep_s"] <= limits["prep_slope"]),
+        (max(figure(row, "second_start_s") for row in rows),
+         max(figure(row, "second_start_s") for row in rows) < limits["second_start_s"]),
+        *([(largest["delta_rss_mb"], largest["delta_rss_mb"] < limits["delta_rss_mb"])]
+          if modality in ("text", "images") else []),
+        (largest["second"]["loader_examples_per_s"][workers] / figure(largest, "model_ex_s"),
+         largest["second"]["loader_examples_per_s"][workers] >= figure(largest, "model_ex_s")),
+    ]
+    assert len(summary["goals"]) == len(verdicts) == (4 if modality in ("text", "images") else 3)
+    for goal, (value, passed) in zip(summary["goals"], verdicts, strict=True):
+        assert goal["value"] == pytest.approx(value) and goal["pass"] == passed, goal
+        line = f"{'PASS' if passed else 'FAIL'} {modality}: {goal['goal']}: {value:,.2f}"
+        assert line in stdout, line
 
 
 def test_quick_text_has_every_figure(tmp_path: Path) -> None:

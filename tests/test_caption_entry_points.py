@@ -12,7 +12,7 @@ from PIL import Image
 
 from attend.data.images import ShapeScenes
 from tests.conftest import ROOT
-from tests.test_entry_points import pngs, run
+from tests.test_entry_points import assert_same_metrics, pngs, run
 
 SMALL_SHAPES = [
     "task=caption",
@@ -58,6 +58,7 @@ def test_caption_train_then_evaluate_and_predict_image_files(tmp_path):
     result = run("eval.py", f"ckpt_path={best}", "num_plots=2", f"hydra.run.dir={eval_dir}")
     metrics = json.loads((eval_dir / "test_metrics.json").read_text())
     assert CAPTION_METRICS | {"test/pointing"} <= set(metrics)
+    assert_same_metrics(metrics, json.loads((train_dir / "test_metrics.json").read_text()))  # train tested best.ckpt
     assert len(pngs(eval_dir / "attention" / "test")) == 2
     assert "test/cider" in result.stdout
 

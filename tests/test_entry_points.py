@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -37,6 +38,13 @@ def run(script: str, *overrides: str, timeout: int = 300) -> subprocess.Complete
     return result
 
 
+def assert_same_metrics(evaluated: dict, tested: dict) -> None:
+    """eval.py's test metrics of a checkpoint are the ones train.py's test wrote for it (the same names and values)."""
+    assert set(evaluated) == set(tested)
+    for name, value in tested.items():
+        assert math.isclose(evaluated[name], value, rel_tol=1e-5, abs_tol=1e-6), (name, evaluated[name], value)
+
+
 def pngs(folder: Path) -> list[Path]:
     return sorted(folder.rglob("*.png"))
 
@@ -62,7 +70,11 @@ def test_tensorboard_logger_receives_figures(tmp_path):
 
 def test_train_then_evaluate_and_predict_from_the_checkpoint(tmp_path):
     train_dir, eval_dir = tmp_path / "train", tmp_path / "eval"
-    trained = run("train.py", *TINY_DATES, f"hydra.run.dir={train_dir}")
+    # train tests best.ckpt with a beam of 2 in bf16-mixed (trainer=gpu's precision, on the CPU here); eval.py's
+    # beam_size=2 then searches the same way and its Trainer takes the checkpoint's precision
+    trained = run(
+        "train.py", *TINY_DATES, "decoding.beam_size=2", "trainer.precision=bf16-mixed", f"hydra.run.dir={train_dir}"
+    )
     best = train_dir / "checkpoints" / "best.ckpt"
     assert best.is_file() and (train_dir / "checkpoints" / "last.ckpt").is_file()
     summary = json.loads((train_dir / "summary.json").read_text())
@@ -78,7 +90,7 @@ def test_train_then_evaluate_and_predict_from_the_checkpoint(tmp_path):
 
     result = run("eval.py", f"ckpt_path={best}", "beam_size=2", f"hydra.run.dir={eval_dir}")
     metrics = json.loads((eval_dir / "test_metrics.json").read_text())
-    assert 0.0 <= metrics["test/exact"] <= 100.0
+    assert_same_metrics(metrics, json.loads((train_dir / "test_metrics.json").read_text()))
     rows = (eval_dir / "test_predictions.tsv").read_text(encoding="utf-8").splitlines()[1:]
     expected = [source for source, _ in DatePairs(n_train=2000, n_val=64, n_test=64, seed=1234).splits()["test"]]
     assert [row.split("\t")[0] for row in rows] == expected  # every test pair, in file order

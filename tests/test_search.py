@@ -1,10 +1,11 @@
+import functools
 import math
 
 import pytest
 import torch
 
-from attend.attention import AttentionOutput
-from attend.decoders import BahdanauDecoder, LuongDecoder
+from attend.attention import AttentionOutput, LocationAttention, MultiHeadAttention
+from attend.decoders import BahdanauDecoder, LuongDecoder, TransformerDecoder
 from attend.memory import Memory
 from attend.search import BeamSearch, GreedySearch, reorder_state
 from tests.conftest import additive
@@ -56,18 +57,45 @@ def test_maximum_length_relative_to_source(memory):
         assert result.weights.shape[:2] == result.tokens.shape and result.weights.size(2) == 7
 
 
-def test_returned_weights_belong_to_the_chosen_hypothesis(memory):
-    """Re-scoring the chosen output with teacher forcing gives the weights the search returned."""
-    dec = decoder(LuongDecoder, seed=2)
-    result = BeamSearch(beam_size=3, max_len_a=1.0, max_len_b=4)(dec, memory, **SPECIAL)
+def transformer(attention, seed=0):
+    torch.manual_seed(seed)
+    sizes = {"d_model": 16, "num_layers": 2, "num_heads": 2, "ff_dim": 32, "dropout": 0.0}
+    return TransformerDecoder(30, 16, attention, pad_id=0, **sizes).eval()
+
+
+RESCORED = {  # decoders whose beam search output is rescored with teacher forcing
+    "luong": lambda: decoder(LuongDecoder, seed=2),
+    "bahdanau": lambda: decoder(BahdanauDecoder, seed=2),
+    "transformer-multihead": lambda: transformer(functools.partial(MultiHeadAttention, num_heads=2)),
+    "transformer-additive": lambda: transformer(additive()),
+    "transformer-location": lambda: transformer(
+        functools.partial(LocationAttention, hidden_dim=8, channels=4, kernel_size=3)
+    ),
+}
+
+
+@pytest.mark.parametrize("name", RESCORED)
+def test_returned_weights_belong_to_the_chosen_hypothesis(memory, name):
+    """Re-scoring the chosen output with teacher forcing gives the weights (per head too) and the score the
+    search returned; its weights after the end token are zeros."""
+    dec = RESCORED[name]()
+    search = BeamSearch(beam_size=3, length_penalty=0.6, max_len_a=1.0, max_len_b=4)
+    result = search(dec, memory, **SPECIAL)
+    assert result.tokens.size(1) > 1  # not every output is the end token alone
     for i, tokens in enumerate(result.sequences()):
         row = memory.index_select(torch.tensor([i]))
-        tgt_in = torch.tensor([[1] + tokens])
-        weights = dec(tgt_in, row)[1].weights
-        length = len(tokens) + 1
-        torch.testing.assert_close(
-            weights[0], result.weights[i, :length, : weights.size(-1)], atol=1e-5, rtol=1e-4
-        )
+        length = len(tokens) + 1  # the end token included
+        logits, attended = dec(torch.tensor([[1] + tokens]), row)  # (1, T, V), weights (1, T, S)
+        torch.testing.assert_close(result.weights[i, :length, :7], attended.weights[0], atol=1e-5, rtol=1e-4)
+        assert result.weights[i, length:].abs().sum() == 0
+        if attended.head_weights is not None:
+            torch.testing.assert_close(
+                result.head_weights[i, :, :length], attended.head_weights[0], atol=1e-5, rtol=1e-4
+            )
+        logp = torch.log_softmax(logits[0].float(), dim=-1).gather(1, torch.tensor([tokens + [2]]).T).sum()
+        normalised = logp / search.penalty(torch.tensor(length))  # GNMT's length penalty
+        assert result.scores[i].item() == pytest.approx(normalised.item(), abs=1e-4)
+    assert (result.head_weights is not None) == name.endswith("multihead")
 
 
 def test_reorder_state_handles_nested_states():

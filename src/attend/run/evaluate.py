@@ -7,7 +7,7 @@ from pathlib import Path
 
 import lightning as L
 from hydra.utils import instantiate
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from attend.builder import check_config
 from attend.callbacks import AttentionPlots
@@ -26,6 +26,12 @@ def search_overrides(cfg: DictConfig) -> dict:
     return overrides
 
 
+def tested_precision(cfg: DictConfig, config: DictConfig) -> str:
+    """The precision the run tested its checkpoint in (``bf16-mixed`` on the GPU trainers), so that eval.py's
+    metrics are train.py's; a ``precision`` given to eval.py wins."""
+    return str(cfg.get("precision") or OmegaConf.select(config, "trainer.precision", default=None) or "32-true")
+
+
 def evaluate(cfg: DictConfig) -> dict:
     check_config(cfg)
     output_dir = Path(cfg.paths.output_dir)
@@ -35,6 +41,7 @@ def evaluate(cfg: DictConfig) -> dict:
     trainer = L.Trainer(
         accelerator=cfg.accelerator,
         devices=1,
+        precision=tested_precision(cfg, config),
         logger=False,
         enable_checkpointing=False,
         default_root_dir=output_dir,
