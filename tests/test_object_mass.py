@@ -155,7 +155,9 @@ class StampFiles:
 def stamp_splits(folder: Path) -> dict[str, list[ImageCaption]]:
     def rec(name: str, caption: str, opaque: bool = False) -> ImageCaption:
         path = folder / name
-        if opaque:
+        if path.is_file():  # written once: a rewritten file is a changed one, read again (store keys stamp files)
+            pass
+        elif opaque:
             Image.new("RGB", (12, 12), (0, 90, 0)).save(path)
         else:
             stamp(path)
