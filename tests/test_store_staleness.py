@@ -18,26 +18,11 @@ from attend.data import CaptionDataModule, CharTokenizer, SpeechDataModule, Word
 from attend.data.audio import Utterance
 from attend.data.audio.features import LogMelFrontEnd
 from attend.data.base import source_settings
-from attend.data.images import ImageCaption, read_rgb
+from attend.data.images import ImageCaption
 from attend.data.store import Shard, file_stamp, prepared_store
+from tests.test_caption_datamodule import FileSource
 
 SIZE = 32
-
-
-class FileSource:
-    """Image files in given splits (a restored file must be read again)."""
-
-    def __init__(self, root: Path, splits: dict[str, list[ImageCaption]]) -> None:
-        self.root, self._splits = root, splits
-
-    def settings(self) -> dict:
-        return {"root": str(self.root)}
-
-    def splits(self) -> dict[str, list[ImageCaption]]:
-        return self._splits
-
-    def load_image(self, record: ImageCaption) -> Image.Image:
-        return read_rgb(record.path)
 
 
 def image(folder: Path, name: str, colour: tuple[int, int, int] | None) -> str:
