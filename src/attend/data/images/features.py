@@ -21,12 +21,11 @@ import torch
 from torch import Tensor
 from torchvision.transforms import v2
 
-from attend.data.images.pixels import IMAGENET_MEAN, IMAGENET_STD, store_pixels
+from attend.data.images.pixels import CROP_RATIO, CROP_SCALE, image_transform, store_pixels
 from attend.data.store import ExampleStore, Shard, prepared_store
 
 FEATURE_SHARD_IMAGES = 128  # images a feature shard (7x7x1280 float16 is 125 KB an image and version)
 EXTRACT_BATCH = 32  # images through the extractor at once
-CROP_SCALE, CROP_RATIO = (0.8, 1.0), (0.9, 1.1)  # the random crop of pixel training (pixels.image_transform)
 
 
 class FeatureExtractor(Protocol):
@@ -40,9 +39,7 @@ class FeatureExtractor(Protocol):
 
 def normalise(pixels: Tensor) -> Tensor:
     """uint8 (B, 3, H, W) -> float ImageNet-normalised, as ``image_transform`` gives evaluation images."""
-    mean = torch.tensor(IMAGENET_MEAN).view(1, 3, 1, 1)
-    std = torch.tensor(IMAGENET_STD).view(1, 3, 1, 1)
-    return (pixels.float() / 255.0 - mean) / std
+    return image_transform(train=False, size=pixels.shape[-1])(pixels)  # the one normalisation, batched
 
 
 def crop_versions(pixels: Tensor, crops: int, seed: int) -> Tensor:

@@ -22,6 +22,7 @@ log = logging.getLogger("attend.data")
 SHARD_IMAGES = 512  # images a store shard: ~77 MB at 224 px, so a worker holds little and a resumed run loses little
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
+CROP_SCALE, CROP_RATIO = (0.8, 1.0), (0.9, 1.1)  # the light random crop of training images (and stored crops)
 
 
 def square_resize(
@@ -138,7 +139,7 @@ def image_transform(train: bool, size: int, augment: bool = True, hflip: bool = 
     """uint8 (3, H, W) -> normalised float: a light random crop (and flip) when training, else as is."""
     steps: list = []
     if train and augment:
-        steps.append(v2.RandomResizedCrop(size, scale=(0.8, 1.0), ratio=(0.9, 1.1), antialias=True))
+        steps.append(v2.RandomResizedCrop(size, scale=CROP_SCALE, ratio=CROP_RATIO, antialias=True))
     if train and hflip:
         steps.append(v2.RandomHorizontalFlip())
     steps += [v2.ToDtype(torch.float32, scale=True), v2.Normalize(IMAGENET_MEAN, IMAGENET_STD)]
