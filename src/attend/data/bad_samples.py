@@ -6,6 +6,7 @@ import logging
 import math
 from collections import Counter
 from dataclasses import dataclass
+from typing import NamedTuple
 
 log = logging.getLogger("attend.data")
 
@@ -21,6 +22,16 @@ class DataError(ValueError):
 
 class DatasetMissingError(DataError, FileNotFoundError):
     """A data set's files are not where the config points; the message says how to obtain them."""
+
+
+class Skipped(NamedTuple):
+    """A bad item a source met while reading (an undecodable or empty line, a caption without an image): sources
+    yield it in place of the record, in source order, and the data module counts and reports it (skips are data,
+    not calls on a policy object)."""
+
+    key: str  # the file and line, or the record, that was skipped
+    reason: str  # a short category, counted: "empty line", "invalid UTF-8", ...
+    problem: str  # the full message
 
 
 @dataclass(frozen=True)
