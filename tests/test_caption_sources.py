@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
+from attend.data.bad_samples import Skipped
 from attend.data.images import (
     CaptionDataError,
     EmojiImages,
@@ -142,6 +143,35 @@ def test_flickr8k_malformed_token_line(flickr_copy: Path, bad_line: str) -> None
     token.write_text("\n".join([*lines[:2], "", bad_line, *lines[2:]]) + "\n")
     with pytest.raises(CaptionDataError, match=r"Flickr8k\.token\.txt:4: expected `IMAGE\.jpg#N<TAB>caption`"):
         Flickr8k(flickr_copy).splits()
+
+
+def test_flickr8k_bad_caption_lines_are_skipped_items_before_their_image(flickr_copy: Path) -> None:
+    token = flickr_copy / "Flickr8k.token.txt"
+    original = Flickr8k(FLICKR8K).splits()
+    lines = token.read_bytes().splitlines()
+    lines[1] = f"{GIRL}#1\t".encode() + "Ein Mädchen".encode("latin-1")  # not UTF-8
+    lines[2] = f"{GIRL}#2\t   ".encode()
+    lines[5:10] = [f"{DOGS}#{n}\t".encode() for n in range(5)]  # every caption of DOGS empty
+    lines.append(b"999_unlisted.jpg#0\t")  # an image no split lists: its bad line is not counted
+    token.write_bytes(b"\n".join(lines) + b"\n")
+    (flickr_copy / "Flickr_8k.trainImages.txt").write_text(f"{RAINBOW}\n{GIRL}\n")
+    (flickr_copy / "Flickr_8k.testImages.txt").write_text("")
+    source = Flickr8k(flickr_copy)
+    splits = source.splits()
+    girl, rainbow = original["train"][0], original["test"][0]
+    assert splits["train"] == [
+        ImageCaption(RAINBOW, rainbow.captions, str(flickr_copy / "Flicker8k_Dataset" / RAINBOW)),
+        Skipped(f"{token}:2", "invalid UTF-8",
+                "line 2 is not valid UTF-8 (invalid continuation byte); re-save the file as UTF-8"),
+        Skipped(f"{token}:3", "empty caption", f"the caption of {GIRL}#2 on line 3 is empty"),
+        ImageCaption(GIRL, (girl.captions[0], *girl.captions[3:]), str(flickr_copy / "Flicker8k_Dataset" / GIRL)),
+    ]
+    # an image left without captions gives only its Skipped items, in its split
+    assert splits["val"] == [
+        Skipped(f"{token}:{n + 6}", "empty caption", f"the caption of {DOGS}#{n} on line {n + 6} is empty")
+        for n in range(5)
+    ]
+    assert splits["test"] == [] and not hasattr(source, "bad_samples")
 
 
 def test_flickr8k_image_without_captions(flickr_copy: Path) -> None:

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import datetime
-import logging
 import time
 from pathlib import Path
 
 import pytest
 
 from attend.data import DatePairs, DingNotFoundError, DingPairs, ParallelText, ParallelTextError
-from attend.data.bad_samples import BadSamples, DataError
+from attend.data.bad_samples import Skipped
 from attend.data.text.ding import DING_PATH
 from attend.data.text.ding_format import clean, parse_ding
 
@@ -63,29 +62,25 @@ def test_ding_clean_and_parse() -> None:
     assert len(phrases) == len(entries.phrases) == 21
 
 
-def test_ding_split_direction_and_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    source = DingPairs(path=DING_SAMPLE, n_val=3, n_test=4, seed=7, cache_dir=tmp_path)
+def test_ding_split_and_direction_write_no_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)  # where a relative cache folder would go
+    source = DingPairs(path=DING_SAMPLE, n_val=3, n_test=4, seed=7)
     splits = source.splits()
     assert [len(splits[s]) for s in ("train", "val", "test")] == [14, 3, 4]
     assert set().union(*map(set, splits.values())) == SAMPLE_SENTENCES
     assert not texts(splits["train"]) & texts(splits["val"] + splits["test"])
-    assert source.cache_path().exists()
-
-    monkeypatch.setattr(DingPairs, "build", lambda self: pytest.fail("the cache should have been used"))
     assert source.splits() == splits
-    swapped = DingPairs(path=DING_SAMPLE, direction="en-de", n_val=3, n_test=4, seed=7, cache_dir=tmp_path)
+    swapped = DingPairs(path=DING_SAMPLE, direction="en-de", n_val=3, n_test=4, seed=7)
     assert swapped.splits()["test"] == [(en, de) for de, en in splits["test"]]
-    monkeypatch.undo()
-    other_seed = DingPairs(path=DING_SAMPLE, n_val=3, n_test=4, seed=8, cache_dir=tmp_path)
-    assert other_seed.cache_path() != source.cache_path()
+    other_seed = DingPairs(path=DING_SAMPLE, n_val=3, n_test=4, seed=8)
     assert other_seed.splits()["test"] != splits["test"]
+    assert other_seed.settings() != source.settings() and swapped.settings() != source.settings()
+    assert not list(tmp_path.iterdir())  # the example store is the only cache
 
 
 def test_ding_extra_phrases_exclude_held_out_text(tmp_path: Path) -> None:
-    plain = DingPairs(path=DING_SAMPLE, n_val=8, n_test=8, seed=3, cache_dir=None).splits()
-    extra = DingPairs(
-        path=DING_SAMPLE, n_val=8, n_test=8, seed=3, extra_phrases=True, cache_dir=None
-    ).splits()
+    plain = DingPairs(path=DING_SAMPLE, n_val=8, n_test=8, seed=3).splits()
+    extra = DingPairs(path=DING_SAMPLE, n_val=8, n_test=8, seed=3, extra_phrases=True).splits()
     assert extra["val"] == plain["val"] and extra["test"] == plain["test"]
     assert extra["train"][: len(plain["train"])] == plain["train"]
     added = extra["train"][len(plain["train"]) :]
@@ -100,10 +95,10 @@ def test_ding_extra_phrases_exclude_held_out_text(tmp_path: Path) -> None:
 def test_ding_max_extra_phrases_keeps_a_seeded_subset() -> None:
     def train(seed: int, limit: int | None) -> list:
         return DingPairs(
-            path=DING_SAMPLE, n_val=4, n_test=4, seed=seed, extra_phrases=True, max_extra_phrases=limit, cache_dir=None
+            path=DING_SAMPLE, n_val=4, n_test=4, seed=seed, extra_phrases=True, max_extra_phrases=limit
         ).splits()["train"]
 
-    everything, plain = train(3, None), DingPairs(path=DING_SAMPLE, n_val=4, n_test=4, seed=3, cache_dir=None)
+    everything, plain = train(3, None), DingPairs(path=DING_SAMPLE, n_val=4, n_test=4, seed=3)
     sentences = plain.splits()["train"]
     subset = train(3, 2)
     assert subset[: len(sentences)] == sentences  # every sentence stays
@@ -115,13 +110,13 @@ def test_ding_max_extra_phrases_keeps_a_seeded_subset() -> None:
 
 def test_ding_missing_file_says_how_to_get_it(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError, match="apt-get install trans-de-en") as error:
-        DingPairs(path=tmp_path / "de-en", cache_dir=tmp_path).splits()
+        DingPairs(path=tmp_path / "de-en").splits()
     assert isinstance(error.value, DingNotFoundError) and "make install" in str(error.value)
 
 
 @pytest.mark.skipif(not Path(DING_PATH).is_file(), reason=f"{DING_PATH} absent: apt-get install trans-de-en")
-def test_ding_real_dictionary(tmp_path: Path) -> None:
-    splits = DingPairs(cache_dir=tmp_path).splits()
+def test_ding_real_dictionary() -> None:
+    splits = DingPairs().splits()
     total = sum(len(pairs) for pairs in splits.values())
     assert 17_500 <= total <= 18_300, total
     assert len(splits["val"]) == len(splits["test"]) == 1000
@@ -134,14 +129,16 @@ def test_dates_iso_targets_and_disjoint_splits() -> None:
     splits = DatePairs().splits()
     assert time.perf_counter() - started < 5
     assert [len(splits[s]) for s in ("train", "val", "test")] == [20000, 1000, 1000]
-    for written, iso in splits["train"][:2000] + splits["val"] + splits["test"]:
+    assert {len(item) for item in splits["train"]} == {2}  # (written, iso); val and test add the alignment
+    assert {len(item) for item in splits["val"] + splits["test"]} == {3}
+    for written, iso, *_ in splits["train"][:2000] + splits["val"] + splits["test"]:
         day = datetime.date.fromisoformat(iso)
         assert iso == day.isoformat() and 1950 <= day.year <= 2049 and written.strip() == written
     train_dates = {iso for _, iso in splits["train"]}
-    held_out = [iso for _, iso in splits["val"] + splits["test"]]
+    held_out = [item[1] for item in splits["val"] + splits["test"]]
     assert len(set(held_out)) == 2000 and not train_dates & set(held_out)
-    assert not {w for w, _ in splits["train"]} & {w for w, _ in splits["val"] + splits["test"]}
-    assert len({w for w, _ in splits["test"]}) > 990  # many locales and formats
+    assert not {w for w, _ in splits["train"]} & {item[0] for item in splits["val"] + splits["test"]}
+    assert len({item[0] for item in splits["test"]}) > 990  # many locales and formats
     assert (
         DatePairs(n_train=50, n_val=5, n_test=5, locales=["de_DE"]).splits()
         == DatePairs(n_train=50, n_val=5, n_test=5, locales=["de_DE"]).splits()
@@ -149,20 +146,45 @@ def test_dates_iso_targets_and_disjoint_splits() -> None:
 
 
 # parallel text ----------------------------------------------------------------------------------
-def test_parallel_text_fixture_skips_blank_lines(caplog: pytest.LogCaptureFixture) -> None:
+def pairs(items: list) -> list[tuple[str, str]]:
+    return [item for item in items if not isinstance(item, Skipped)]
+
+
+def test_parallel_text_fixture_yields_its_blank_line_as_skipped() -> None:
     source = ParallelText(MULTI30K)
-    with caplog.at_level(logging.WARNING, logger="attend.data"):
-        splits = source.splits()
-    assert [len(splits[s]) for s in ("train", "val", "test")] == [30, 5, 5]
-    assert source.skipped == {"train": 1, "val": 0, "test": 0}
-    assert "skipped 1 of 31 pairs" in caplog.text
+    splits = source.splits()
+    assert [len(pairs(splits[s])) for s in ("train", "val", "test")] == [30, 5, 5]
+    assert splits["train"][15] == Skipped(f"{MULTI30K / 'train.de'}:16", "empty line", "the line is empty")
+    assert [item for item in splits["train"] if isinstance(item, Skipped)] == [splits["train"][15]]
+    assert not hasattr(source, "bad_samples")
     assert splits["test"][0] == ("Eine Giraffe frisst Blätter.", "A giraffe eats leaves.")
     reversed_ = ParallelText(MULTI30K, src_lang="en", tgt_lang="de").splits()
     assert reversed_["val"][0] == splits["val"][0][::-1]
+    assert reversed_["train"][15].key == f"{MULTI30K / 'train.en'}:16"  # the source side is checked first
 
 
 def write(path: Path, lines: list[str] | bytes) -> None:
     path.write_bytes(lines if isinstance(lines, bytes) else "".join(f"{x}\n" for x in lines).encode())
+
+
+def test_parallel_text_bad_lines_are_skipped_items_in_source_order(tmp_path: Path) -> None:
+    for split in ("train", "val", "test"):
+        write(tmp_path / f"{split}.de", ["Hallo Welt."])
+        write(tmp_path / f"{split}.en", ["Hello world."])
+    write(tmp_path / "train.de", "Eins.\n\nGr\xfc\xdfe.\n   \nDrei.\nVier.\n".encode("latin-1"))
+    write(tmp_path / "train.en", ["One.", "Two.", "Greetings.", "Three?", "Three.", ""])
+    de, en = tmp_path / "train.de", tmp_path / "train.en"
+    expected = [
+        ("Eins.", "One."),
+        Skipped(f"{de}:2", "empty line", "the line is empty"),
+        Skipped(f"{de}:3", "invalid UTF-8", "not valid UTF-8 (invalid start byte); re-save the file as UTF-8"),
+        Skipped(f"{de}:4", "empty line", "the line is only whitespace"),
+        ("Drei.", "Three."),
+        Skipped(f"{en}:6", "empty line", "the line is empty"),  # the target side is checked too
+    ]
+    source = ParallelText(tmp_path)
+    assert source.splits()["train"] == expected
+    assert list(source.iter_split("train")) == expected  # the stream gives the same items
 
 
 def test_parallel_text_errors(tmp_path: Path) -> None:
@@ -176,13 +198,6 @@ def test_parallel_text_errors(tmp_path: Path) -> None:
     with pytest.raises(ParallelTextError, match="val.de has 2 lines but .*val.en has 1"):
         ParallelText(tmp_path).splits()
     write(tmp_path / "val.en", ["Hello world.", "Good day."])
-    write(tmp_path / "test.de", "Hallo.\nGr\xfc\xdfe.\n".encode("latin-1"))
-    source = ParallelText(tmp_path)
-    source.bad_samples = BadSamples(on_error="raise")
-    with pytest.raises(DataError, match=r"test\.de:2: not valid UTF-8"):
-        source.splits()
-    source.bad_samples = BadSamples(max_skip_fraction=0.5)  # the bad line alone is skipped
-    assert source.splits()["test"] == [("Hallo.", "Hello world.")] and source.skipped["test"] == 1
     (tmp_path / "test.de").unlink()
     with pytest.raises(FileNotFoundError, match="test.de not found"):
         ParallelText(tmp_path).splits()

@@ -1,9 +1,12 @@
-"""Tokenizers: round trips, special ids, fitting on train only, state and cache."""
+"""Tokenizers: round trips, special ids, fitting on train only, state; SentencePiece trained in memory."""
 
 from __future__ import annotations
 
+import hashlib
 import io
 import pickle
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -11,6 +14,7 @@ import torch
 
 from attend.data import CharTokenizer, SentencePieceTokenizer, WordTokenizer, tokenizer_from_state
 from attend.data.text.parallel_text import read_lines
+from attend.data.tokenizers.sentencepiece import reservoir_sample
 
 FIXTURES = Path(__file__).parent / "fixtures"
 TRAIN_EN = read_lines(FIXTURES / "multi30k" / "train.en")
@@ -28,21 +32,20 @@ SENTENCES = [
 ]
 
 
-def spm(tmp_path: Path, **kwargs) -> SentencePieceTokenizer:
-    options = {"vocab_size": 120, "hard_vocab_limit": False, "cache_dir": tmp_path, **kwargs}
-    return SentencePieceTokenizer(**options)
+def spm(**kwargs) -> SentencePieceTokenizer:
+    return SentencePieceTokenizer(**{"vocab_size": 120, "hard_vocab_limit": False, **kwargs})
 
 
-def fitted(kind: str, tmp_path: Path, texts: list[str]):
-    tokenizer = {"word": WordTokenizer, "char": CharTokenizer}.get(kind, lambda: spm(tmp_path))()
+def fitted(kind: str, texts: list[str]):
+    tokenizer = {"word": WordTokenizer, "char": CharTokenizer}.get(kind, spm)()
     tokenizer.fit(texts)
     return tokenizer
 
 
 @pytest.mark.parametrize("kind", ["word", "char", "spm"])
-def test_round_trip(kind: str, tmp_path: Path) -> None:
+def test_round_trip(kind: str) -> None:
     texts = SENTENCES + TRAIN_EN + TRAIN_DE
-    tokenizer = fitted(kind, tmp_path, texts)
+    tokenizer = fitted(kind, texts)
     for text in texts:
         ids = tokenizer.encode(text)
         assert all(isinstance(i, int) and 3 < i < tokenizer.vocab_size for i in ids), text
@@ -50,8 +53,8 @@ def test_round_trip(kind: str, tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("kind", ["word", "char", "spm"])
-def test_special_ids_and_decode_stops_at_eos(kind: str, tmp_path: Path) -> None:
-    tokenizer = fitted(kind, tmp_path, TRAIN_EN)
+def test_special_ids_and_decode_stops_at_eos(kind: str) -> None:
+    tokenizer = fitted(kind, TRAIN_EN)
     assert (tokenizer.pad_id, tokenizer.bos_id, tokenizer.eos_id, tokenizer.unk_id) == (0, 1, 2, 3)
     ids = tokenizer.encode("A man reads.")
     padded = torch.tensor([1, *ids, 2, *tokenizer.encode("A dog."), 0, 0])
@@ -87,8 +90,8 @@ def test_lowercase_and_char_pieces() -> None:
 
 
 @pytest.mark.parametrize("kind", ["word", "char", "spm"])
-def test_state_round_trip_through_torch_save(kind: str, tmp_path: Path) -> None:
-    tokenizer = fitted(kind, tmp_path, TRAIN_EN)
+def test_state_round_trip_through_torch_save(kind: str) -> None:
+    tokenizer = fitted(kind, TRAIN_EN)
     buffer = io.BytesIO()
     torch.save(tokenizer.state_dict(), buffer)
     buffer.seek(0)
@@ -107,23 +110,50 @@ def test_unfitted_tokenizer_raises() -> None:
         SentencePieceTokenizer().state_dict()
 
 
-def test_sentencepiece_ids_and_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    first = spm(tmp_path)
+def test_sentencepiece_fits_in_memory_and_a_second_fit_gives_the_same_state(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)  # where a relative cache folder would go
+    first = spm()
     first.fit(TRAIN_EN)
     assert first.tokens([0, 1, 2, 3]) == ["<pad>", "<s>", "</s>", "<unk>"]
-    assert first.model_path is not None and first.model_path.parent == tmp_path
-    assert sorted(p.name for p in tmp_path.iterdir()) == [first.model_path.name]
-
-    def no_training(*args, **kwargs):
-        raise AssertionError("the cached model should have been reused")
-
-    monkeypatch.setattr(SentencePieceTokenizer, "_train", no_training)
-    second = spm(tmp_path)
-    second.fit(TRAIN_EN)
-    assert second.model_path == first.model_path and second.model_proto == first.model_proto
-    monkeypatch.undo()
-    other_text, other_settings = spm(tmp_path), spm(tmp_path, model_type="bpe")
+    second = spm()
+    second.fit(iter(TRAIN_EN))  # a stream, read once
+    assert second.state_dict() == first.state_dict()
+    assert [second.encode(text) for text in TRAIN_EN] == [first.encode(text) for text in TRAIN_EN]
+    other_text, other_settings = spm(), spm(model_type="bpe")
     other_text.fit(TRAIN_EN[:-1])
     other_settings.fit(TRAIN_EN)
-    assert len({first.model_path, other_text.model_path, other_settings.model_path}) == 3
-    assert "bpe" in other_settings.model_path.name
+    states = [t.state_dict()["fitted"]["model_proto"] for t in (first, other_text, other_settings)]
+    assert len(set(states)) == 3
+    assert not list(tmp_path.iterdir())  # no model file anywhere: the bytes live in state_dict()
+    assert not hasattr(first, "cache_dir") and not hasattr(first, "model_path")
+
+
+SAMPLED_FIT = """
+import hashlib, sys
+from attend.data import SentencePieceTokenizer
+texts = sys.stdin.read().splitlines()
+tokenizer = SentencePieceTokenizer(vocab_size=120, hard_vocab_limit=False, num_threads=1, max_sentences=101)
+tokenizer.fit(texts)
+print(hashlib.sha1(tokenizer.model_proto).hexdigest())
+"""
+
+
+def test_a_sampled_fit_is_the_same_in_another_process() -> None:
+    """A corpus over max_sentences trains on a seeded sample: the same model in every process (SentencePiece's own
+    input_sentence_size sampling draws a new sample in each process, whatever seed it is given)."""
+    texts = TRAIN_EN + TRAIN_DE + SENTENCES * 6  # 110 sentences
+    here = SentencePieceTokenizer(vocab_size=120, hard_vocab_limit=False, num_threads=1, max_sentences=101)
+    here.fit(texts)
+    there = subprocess.run([sys.executable, "-c", SAMPLED_FIT], input="\n".join(texts), capture_output=True,
+                           text=True, check=True).stdout.strip()
+    assert there == hashlib.sha1(here.model_proto).hexdigest()
+
+
+def test_reservoir_sample_is_seeded_and_keeps_a_short_stream_whole() -> None:
+    items = [f"line {i}" for i in range(1000)]
+    sample, count = reservoir_sample(iter(items), 50, seed=0)
+    assert count == 1000 and len(sample) == 50 and len(set(sample)) == 50 and set(sample) <= set(items)
+    assert reservoir_sample(iter(items), 50, seed=0) == (sample, count)
+    assert reservoir_sample(iter(items), 50, seed=1)[0] != sample
+    assert max(int(item.split()[1]) for item in sample) > 500  # the whole stream is drawn from, not its head
+    assert reservoir_sample(iter(items[:40]), 50, seed=0) == (items[:40], 40)

@@ -27,7 +27,7 @@ from attend.data.audio import (
     read_audio,
 )
 from attend.data.audio import espeak as espeak_module
-from attend.data.bad_samples import BadSamples, DataError
+from attend.data.bad_samples import Skipped
 
 HAS_ESPEAK = shutil.which("espeak-ng") is not None
 TUXPAINT = Path("/usr/share/tuxpaint/stamps")
@@ -120,7 +120,7 @@ def test_number_words():
 
 
 def tiny_espeak(cache_dir, **kwargs) -> EspeakSpeech:
-    return EspeakSpeech(cache_dir, num_train=6, num_val=2, num_test=2, **kwargs)
+    return EspeakSpeech(cache_dir, n_train=6, n_val=2, n_test=2, **kwargs)
 
 
 @pytest.mark.skipif(not HAS_ESPEAK, reason="espeak-ng is not installed")
@@ -192,7 +192,7 @@ def test_espeak_ding_sentences(tmp_path):
     texts = [job.text for jobs in plan.values() for job in jobs]
     assert len(set(texts)) == 10 and all(t.startswith("This is sentence") for t in texts)
     with pytest.raises(SpeechDataError, match="only 20 English sentences"):
-        EspeakSpeech(tmp_path, num_train=30, text="ding", ding_path=ding).plan()
+        EspeakSpeech(tmp_path, n_train=30, text="ding", ding_path=ding).plan()
 
 
 # --- TuxPaintSpeech ---
@@ -289,13 +289,16 @@ def test_librispeech_errors(librispeech):
         LibriSpeech(librispeech, train=["train-other-500"]).splits()
     with pytest.raises(SpeechDataError, match="set data.source.root=.*LibriSpeech"):
         LibriSpeech(librispeech.parent).splits()
-    transcript = write_chapter(librispeech / "dev-other", "7", "8", ["ONE", "TWO"], missing=1)
+    transcript = write_chapter(librispeech / "dev-other", "7", "8", ["ONE", "TWO", "THREE"], missing=1)
+    transcript.write_bytes(transcript.read_bytes() + "7-8-0003 F\xdcNF\n".encode("latin-1"))
     source = LibriSpeech(librispeech, val=["dev-other"])
-    source.bad_samples = BadSamples(on_error="raise")
-    with pytest.raises(DataError, match=rf"{transcript.name}:2: audio .*7-8-0001.flac is missing"):
-        source.splits()
-    source.bad_samples = BadSamples(max_skip_fraction=0.5)  # the line without audio is skipped
-    assert [u.key for u in source.splits()["val"]] == ["7-8-0000"]
+    one, missing, three, undecodable = source.splits()["val"]  # a Skipped item in place of each bad line
+    assert (one.key, three.key) == ("7-8-0000", "7-8-0002") and not hasattr(source, "bad_samples")
+    flac = transcript.parent / "7-8-0001.flac"
+    assert missing == Skipped(f"{transcript}:2", "missing file",
+                              f"audio {flac} is missing; re-extract the subset or delete this line")
+    assert undecodable == Skipped(f"{transcript}:4", "invalid UTF-8", "line 4 is not valid UTF-8 (invalid "
+                                  "continuation byte); re-extract the subset or fix the line")
     transcript.write_text("7-8-0000 ONE\nBROKEN LINE\n", encoding="utf-8")
     with pytest.raises(SpeechDataError, match=rf"{transcript.name}:2: expected `7-8-UTT TRANSCRIPT`"):
         LibriSpeech(librispeech, val=["dev-other"]).splits()
@@ -341,3 +344,15 @@ def test_jsonl_manifest_errors(tmp_path, line, message):
         JsonlManifest(good, bad, good).splits()
     with pytest.raises(SpeechDataError, match="missing.jsonl does not exist"):
         JsonlManifest(good, good, os.fspath(tmp_path / "missing.jsonl")).splits()
+
+
+def test_jsonl_manifest_undecodable_line_is_a_skipped_item(tmp_path):
+    manifest = tmp_path / "train.jsonl"
+    lines = [json.dumps({"audio_filepath": f"{name}.wav", "text": name, "duration": 1.0}) for name in ("a", "b")]
+    undecodable = '{"text": "\xe9t\xe9"}\n'.encode("latin-1")
+    manifest.write_bytes(f"{lines[0]}\n".encode() + undecodable + f"{lines[1]}\n".encode())
+    source = JsonlManifest(manifest, manifest, manifest)
+    a, skipped, b = source.splits()["train"]
+    assert (a.key, b.key) == ("a.wav", "b.wav") and not hasattr(source, "bad_samples")
+    assert skipped == Skipped(f"{manifest}:2", "invalid UTF-8",
+                              "line 2 is not valid UTF-8 (invalid continuation byte); re-save the manifest as UTF-8")

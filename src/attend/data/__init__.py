@@ -1,14 +1,14 @@
-"""Data, by modality: text (translation, dates), images (captions), audio (speech); tokenizers apart;
-the memory-mapped example store, bucketing and bad-sample policy that all three share."""
+"""Data: one pipeline (``DataModule``) for every modality, a plug-in per modality (text, images, audio) with its
+sources, tokenizers apart; the memory-mapped example store, bucketing and bad-sample policy."""
 
-from attend.data.audio.datamodule import SpeechDataModule
 from attend.data.audio.features import LogMelFrontEnd, SpecAugment, Spectrogram
+from attend.data.audio.modality import AudioModality
 from attend.data.bucketing import BucketBatchSampler
-from attend.data.images.datamodule import CaptionDataModule
-from attend.data.text.datamodule import TranslationDataModule
-from attend.data.text.dataset import TranslationCollate, TranslationDataset
+from attend.data.datamodule import DataModule
+from attend.data.images.modality import ImageModality
 from attend.data.text.dates import DatePairs
 from attend.data.text.ding import DingNotFoundError, DingPairs
+from attend.data.text.modality import TextModality
 from attend.data.text.parallel_text import ParallelText, ParallelTextError
 from attend.data.tokenizers.char import CharTokenizer
 from attend.data.tokenizers.sentencepiece import SentencePieceTokenizer
@@ -16,23 +16,22 @@ from attend.data.tokenizers.tokenizer import Tokenizer, tokenizer_from_state
 from attend.data.tokenizers.word import WordTokenizer
 
 __all__ = [
+    "AudioModality",
     "BucketBatchSampler",
-    "CaptionDataModule",
     "CharTokenizer",
+    "DataModule",
     "DatePairs",
     "DingNotFoundError",
     "DingPairs",
+    "ImageModality",
     "LogMelFrontEnd",
     "ParallelText",
     "ParallelTextError",
     "SentencePieceTokenizer",
     "SpecAugment",
-    "SpeechDataModule",
     "Spectrogram",
+    "TextModality",
     "Tokenizer",
-    "TranslationCollate",
-    "TranslationDataModule",
-    "TranslationDataset",
     "WordTokenizer",
     "tokenizer_from_state",
 ]

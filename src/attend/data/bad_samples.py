@@ -49,12 +49,12 @@ class BadSamples:
     """The ``data.on_error`` / ``data.max_skip_fraction`` policy, shared by every data module and reader.
 
     ``skip(...)`` either raises DataError (``on_error="raise"``) or records the sample and names it in a
-    warning (unless ``quiet``). A reading stage of a split starts with ``begin(split, stage)`` (forgetting
+    warning. A reading stage of a split starts with ``begin(split, stage)`` (forgetting
     what an earlier read of it recorded) and ends with ``end(split, stage, total, unit)``, which logs the
     count and raises DataError when the share of the split's samples lost so far exceeds ``max_skip_fraction``.
     """
 
-    def __init__(self, on_error: str = "skip", max_skip_fraction: float = 0.1, quiet: bool = False) -> None:
+    def __init__(self, on_error: str = "skip", max_skip_fraction: float = 0.1) -> None:
         if on_error not in ON_ERROR_CHOICES:
             raise ValueError(f"data.on_error must be one of {', '.join(ON_ERROR_CHOICES)}; got {on_error!r}")
         if isinstance(max_skip_fraction, bool) or not 0.0 <= float(max_skip_fraction) <= 1.0:
@@ -64,7 +64,6 @@ class BadSamples:
             )
         self.on_error = on_error
         self.max_skip_fraction = float(max_skip_fraction)
-        self.quiet = quiet  # no warnings: for a pass that only fills a cache, whose skips setup reports
         self.skips: list[Skip] = []
         self.totals: dict[tuple[str, str], tuple[int, str]] = {}  # (split, stage) -> (samples, unit)
 
@@ -81,14 +80,14 @@ class BadSamples:
                 "to skip such samples"
             )
         self.skips.append(Skip(split, stage, key, reason, problem))
-        if not self.quiet and self.count(split, stage) <= NAMED_PER_STAGE:
+        if self.count(split, stage) <= NAMED_PER_STAGE:
             log.warning("skipping %s sample %s: %s", split, key, problem)
 
     def end(self, split: str, stage: str, total: int, unit: str) -> None:
         """Close a stage of ``total`` samples: log what was skipped, stop if the split lost too much."""
         self.totals[(split, stage)] = (total, unit)
         skipped = self.count(split, stage)
-        if skipped and not self.quiet:
+        if skipped:
             unnamed = max(0, skipped - NAMED_PER_STAGE)
             more = f"; {unnamed} more not named above" if unnamed else ""
             reasons = self._reasons_text(split, stage)
@@ -96,10 +95,6 @@ class BadSamples:
         fraction = self.fraction(split)
         if fraction > self.max_skip_fraction:
             raise DataError(self._too_many_message(split, fraction))
-
-    def cache_pass(self) -> BadSamples:
-        """A silent policy with no skip limit, for a pass that only fills a cache (setup reports its skips)."""
-        return BadSamples(self.on_error, 1.0, quiet=True)
 
     # counts ---------------------------------------------------------------------------------------
     @property
@@ -162,23 +157,3 @@ class BadSamples:
 
 def _split_rank(split: str) -> tuple[int, str]:
     return (SPLIT_ORDER.index(split) if split in SPLIT_ORDER else len(SPLIT_ORDER), split)
-
-
-class ReportsSkips:
-    """Mixin for data modules with a ``bad_samples`` policy: the skip counts the run logs."""
-
-    bad_samples: BadSamples
-
-    @property
-    def skipped(self) -> dict[str, int]:
-        """Skipped samples per split."""
-        return self.bad_samples.skipped
-
-    def skip_summary(self) -> dict[str, float]:
-        """``{"data/skipped_train": n, "data/skip_fraction_train": f, ...}`` for the run's logger."""
-        return self.bad_samples.summary()
-
-    def share_policy(self, source: object) -> None:
-        """Give the source this module's policy, if it meets bad samples while reading (``bad_samples``)."""
-        if hasattr(source, "bad_samples"):
-            source.bad_samples = self.bad_samples

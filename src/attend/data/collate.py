@@ -1,57 +1,61 @@
-"""What every task's batches share: ragged id storage, target padding with bos/eos."""
+"""One collate function for every modality: pads or stacks each field of the examples into a batch."""
 
 from __future__ import annotations
 
-from array import array
-from collections.abc import Sequence
 from typing import Any
 
 import torch
 
+from attend.data.tokenizers.tokenizer import Tokenizer
 
-class Ragged:
-    """Many int sequences in one flat array plus offsets.
 
-    Compact (4 bytes an id, no per-id Python objects, so forked workers share it) and fast to
-    slice: a batch costs a few microseconds an example, unlike per-example tensor ops.
+class Collate:
+    """Examples -> a batch dict, field by field.
+
+    ``src``: token-id lists are right-padded with the plug-in's ``pad_id``, tensors of different lengths (features
+    (N, F)) zero-padded along their first axis; both with ``src_lengths`` (B,). With the plug-in's
+    ``src_lengths`` False (images) the tensors are stacked as they are. The target fields are ``target_fields``.
+    Any other field: tensors are stacked, bools become a (B,) bool tensor, anything else a list (alignments,
+    scene objects), which Lightning moves between devices as is.
     """
 
-    def __init__(self, sequences: Sequence[Sequence[int]]) -> None:
-        self.values = array("i", (i for s in sequences for i in s))
-        self.offsets = array("q", [0])
-        for s in sequences:
-            self.offsets.append(self.offsets[-1] + len(s))
+    def __init__(self, tokenizer: Tokenizer, plugin) -> None:
+        self.pad_id, self.bos_id, self.eos_id = tokenizer.pad_id, tokenizer.bos_id, tokenizer.eos_id
+        self.plugin = plugin
 
-    def __len__(self) -> int:
-        return len(self.offsets) - 1
+    def __call__(self, examples: list[dict[str, Any]]) -> dict[str, Any]:
+        batch = {**self.sources(examples), **target_fields(examples, self.pad_id, self.bos_id, self.eos_id)}
+        for field in examples[0] if examples else ():
+            if field in ("src", "tgt", "id", "source", "reference"):
+                continue
+            values = [example[field] for example in examples]
+            if all(isinstance(value, torch.Tensor) for value in values):
+                batch[field] = torch.stack(values)
+            elif all(isinstance(value, bool) for value in values):
+                batch[field] = torch.tensor(values, dtype=torch.bool)
+            else:
+                batch[field] = values
+        return batch
 
-    def __getitem__(self, index: int) -> list[int]:
-        return self.values[self.offsets[index] : self.offsets[index + 1]].tolist()
-
-    @property
-    def lengths(self) -> torch.Tensor:
-        offsets = torch.tensor(self.offsets, dtype=torch.long)
-        return offsets[1:] - offsets[:-1]
-
-
-class TargetCollate:
-    """What every task's collate function holds: the ids that pad, start and end the targets."""
-
-    def __init__(self, pad_id: int, bos_id: int, eos_id: int) -> None:
-        self.pad_id = pad_id
-        self.bos_id = bos_id
-        self.eos_id = eos_id
-
-    def targets(self, examples: list[dict[str, Any]]) -> dict[str, Any]:
-        """The batch's target fields (see ``target_fields``)."""
-        return target_fields(examples, self.pad_id, self.bos_id, self.eos_id)
+    def sources(self, examples: list[dict[str, Any]]) -> dict[str, Any]:
+        src = [example["src"] for example in examples]
+        if not self.plugin.src_lengths:
+            return {"src": torch.stack(src)}  # (B, C, H, W)
+        lengths = [len(s) for s in src]
+        if src and isinstance(src[0], torch.Tensor):
+            padded = src[0].new_zeros(len(src), max(lengths), *src[0].shape[1:])  # (B, N, F)
+            for row, value in enumerate(src):
+                padded[row, : lengths[row]] = value
+        else:
+            padded = pad(src, self.plugin.pad_id)  # (B, S)
+        return {"src": padded, "src_lengths": torch.tensor(lengths, dtype=torch.long)}
 
 
 def target_fields(examples: list[dict[str, Any]], pad_id: int, bos_id: int, eos_id: int) -> dict[str, Any]:
     """What every task's batch holds of its targets: ``tgt`` = bos + ids + eos padded, lengths, ids, texts."""
     tgt = [[bos_id, *e["tgt"], eos_id] for e in examples]
     return {
-        "tgt": _pad(tgt, pad_id),  # (B, T)
+        "tgt": pad(tgt, pad_id),  # (B, T)
         "tgt_lengths": torch.tensor([len(t) for t in tgt], dtype=torch.long),  # (B,)
         "ids": torch.tensor([e["id"] for e in examples], dtype=torch.long),  # (B,)
         "sources": [e["source"] for e in examples],
@@ -60,7 +64,7 @@ def target_fields(examples: list[dict[str, Any]], pad_id: int, bos_id: int, eos_
     }
 
 
-def _pad(sequences: list[list[int]], pad_id: int) -> torch.Tensor:
+def pad(sequences: list[list[int]], pad_id: int) -> torch.Tensor:
     """(B, max_len) long tensor, right-padded with ``pad_id``."""
     width = max((len(s) for s in sequences), default=0)
     return torch.tensor([s + [pad_id] * (width - len(s)) for s in sequences], dtype=torch.long).view(

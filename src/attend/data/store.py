@@ -134,6 +134,11 @@ class ExampleStore:
         """The length of a list column's entry in every row (int64), read from its offsets."""
         return np.concatenate([np.diff(offsets) for offsets, _ in self._list_parts(name)] or [np.zeros(0, np.int64)])
 
+    def list_values(self, name: str) -> np.ndarray:
+        """Every entry of a list column, all rows' lists joined in row order (one numpy array)."""
+        parts = [values[offsets[0] : offsets[-1]] for offsets, values in self._list_parts(name)]
+        return np.concatenate(parts) if parts else np.zeros(0, np.int64)
+
     # single rows -----------------------------------------------------------------------------
     def _locate(self, row: int) -> tuple[int, int]:
         if not 0 <= row < len(self):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from attend.metrics.caption import caption_tokens
+from attend.caption_tokens import caption_tokens
 
 
 def normalise(caption: str) -> str:

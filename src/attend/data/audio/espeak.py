@@ -70,9 +70,9 @@ class EspeakSpeech:
     def __init__(
         self,
         cache_dir: str | os.PathLike,
-        num_train: int = 1600,
-        num_val: int = 150,
-        num_test: int = 250,
+        n_train: int = 1600,
+        n_val: int = 150,
+        n_test: int = 250,
         text: str = "numbers",
         voices: Sequence[str] = ("en-us", "en-gb", "en-gb-scotland", "en-gb-x-rp"),
         train_variants: Sequence[str] = TRAIN_VARIANTS,
@@ -87,7 +87,7 @@ class EspeakSpeech:
         if text not in ("numbers", "ding"):
             raise ValueError(f"text must be 'numbers' or 'ding', not {text!r}")
         self.cache_dir = Path(cache_dir)
-        self.counts = {"train": num_train, "val": num_val, "test": num_test}
+        self.counts = {"train": n_train, "val": n_val, "test": n_test}
         self.text = text
         self.voices = [str(v) for v in voices]  # plain lists: Hydra passes ListConfig
         self.variants = {"train": list(train_variants), "val": list(val_variants), "test": list(test_variants)}
@@ -184,7 +184,7 @@ class EspeakSpeech:
         if count > len(sentences):
             raise SpeechDataError(
                 f"{self.ding_path} has only {len(sentences)} English sentences of <= {DING_WORDS} words, "
-                f"{count} utterances asked for: lower data.source.num_train / num_val / num_test"
+                f"{count} utterances asked for: lower data.source.n_train / n_val / n_test"
             )
         return rng.sample(sentences, count)
 

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from attend.data.audio.record import SpeechDataError, Utterance, normalize_transcript
-from attend.data.bad_samples import BadSamples
+from attend.data.bad_samples import Skipped
 
 HOW_TO_GET = (
     "download the subsets from https://www.openslr.org/12 (e.g. train-clean-100.tar.gz, dev-clean.tar.gz, "
@@ -21,8 +21,8 @@ class LibriSpeech:
 
     Lines of ``SPEAKER-CHAPTER.trans.txt`` read ``SPEAKER-CHAPTER-UTT TRANSCRIPT``. A malformed line
     raises SpeechDataError naming file:line; a line that is not valid UTF-8 or whose FLAC file is missing
-    is a bad sample for ``bad_samples`` (the data module's ``data.on_error`` policy): skipped, named and
-    counted, or an error.
+    comes as a ``Skipped`` item in its place, named by file and line (the data module counts it, or stops,
+    by ``data.on_error``).
     """
 
     def __init__(
@@ -34,26 +34,19 @@ class LibriSpeech:
     ) -> None:
         self.root = Path(root)
         self.subsets = {"train": list(train), "val": list(val), "test": list(test)}  # plain lists: Hydra's ListConfig
-        self.bad_samples = BadSamples()  # the data module puts its own policy here
 
     def settings(self) -> dict:
         """The constructor arguments."""
         return {"root": str(self.root), **self.subsets}
 
-    def splits(self) -> dict[str, list[Utterance]]:
-        """{"train", "val", "test"} -> utterances of the split's subsets, in file order."""
-        return {split: self.split(split, subsets) for split, subsets in self.subsets.items()}
+    def splits(self) -> dict[str, list[Utterance | Skipped]]:
+        """{"train", "val", "test"} -> utterances of the split's subsets, in file order, and a ``Skipped`` item in
+        place of each bad line."""
+        return {split: [u for name in subsets for u in self.subset(name)] for split, subsets in self.subsets.items()}
 
-    def split(self, split: str, subsets: list[str]) -> list[Utterance]:
-        """The utterances of the subsets of one split; bad lines go to ``bad_samples``."""
-        self.bad_samples.begin(split, "lines")
-        utterances = [u for subset in subsets for u in self.subset(subset, split)]
-        total = len(utterances) + self.bad_samples.count(split, "lines")
-        self.bad_samples.end(split, "lines", total, "utterances")
-        return utterances
-
-    def subset(self, name: str, split: str = "data") -> list[Utterance]:
-        """Every utterance of one subset folder (e.g. "dev-clean"), sorted by speaker, chapter and line."""
+    def subset(self, name: str) -> list[Utterance | Skipped]:
+        """Every utterance of one subset folder (e.g. "dev-clean"), sorted by speaker, chapter and line; a
+        ``Skipped`` item in place of each bad line."""
         folder = self.root / name
         if not folder.is_dir():
             nested = self.root / "LibriSpeech" / name
@@ -65,22 +58,21 @@ class LibriSpeech:
                 f"LibriSpeech subset folder {folder} holds no SPEAKER/CHAPTER/SPEAKER-CHAPTER.trans.txt files: "
                 f"the extraction looks incomplete; {HOW_TO_GET}"
             )
-        return [u for path in transcripts for u in read_transcript(path, self.bad_samples, split)]
+        return [u for path in transcripts for u in read_transcript(path)]
 
 
-def read_transcript(path: Path, bad_samples: BadSamples | None = None, split: str = "data") -> list[Utterance]:
-    """The utterances of one ``SPEAKER-CHAPTER.trans.txt``; blank lines are ignored, bad ones go to ``bad_samples``."""
-    policy = bad_samples if bad_samples is not None else BadSamples()
+def read_transcript(path: Path) -> list[Utterance | Skipped]:
+    """The utterances of one ``SPEAKER-CHAPTER.trans.txt``; blank lines are ignored, a bad one is a ``Skipped`` item."""
     chapter_id = path.name.removesuffix(".trans.txt")
     speaker = chapter_id.split("-")[0]
-    utterances = []
+    utterances: list[Utterance | Skipped] = []
     with open(path, "rb") as f:
         for line_no, raw in enumerate(f, 1):
             try:
                 line = raw.decode("utf-8", errors="strict")
             except UnicodeDecodeError as e:
                 problem = f"line {line_no} is not valid UTF-8 ({e.reason}); re-extract the subset or fix the line"
-                policy.skip(split, "lines", f"{path}:{line_no}", "invalid UTF-8", problem)
+                utterances.append(Skipped(f"{path}:{line_no}", "invalid UTF-8", problem))
                 continue
             if not line.strip():
                 continue
@@ -93,7 +85,7 @@ def read_transcript(path: Path, bad_samples: BadSamples | None = None, split: st
             flac = path.parent / f"{key}.flac"
             if not flac.is_file():
                 problem = f"audio {flac} is missing; re-extract the subset or delete this line"
-                policy.skip(split, "lines", f"{path}:{line_no}", "missing file", problem)
+                utterances.append(Skipped(f"{path}:{line_no}", "missing file", problem))
                 continue
             utterances.append(Utterance(key=key, path=str(flac), text=normalize_transcript(text), speaker=speaker))
     return utterances

@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 from attend.data.audio.record import SpeechDataError, Utterance, normalize_transcript
-from attend.data.bad_samples import BadSamples
+from attend.data.bad_samples import Skipped
 
 LINE_FORMAT = '{"audio_filepath": "a/b.wav", "text": "the transcript", "duration": 3.2}'
 
@@ -15,45 +15,42 @@ LINE_FORMAT = '{"audio_filepath": "a/b.wav", "text": "the transcript", "duration
 class JsonlManifest:
     """One manifest file per split; relative audio paths are relative to the manifest's folder.
 
-    Blank lines are ignored; an optional "speaker" string is kept. A line that is not valid UTF-8 is a
-    bad sample for ``bad_samples`` (the data module's ``data.on_error`` policy); a missing audio file is
-    one when it is read (AudioReadError), not here.
+    Blank lines are ignored; an optional "speaker" string is kept. A line that is not valid UTF-8 comes as a
+    ``Skipped`` item in its place (the data module counts it, or stops, by ``data.on_error``); a missing audio
+    file is a bad sample when it is read (AudioReadError), not here.
     """
 
     def __init__(self, train: str | os.PathLike, val: str | os.PathLike, test: str | os.PathLike) -> None:
         self.files = {"train": Path(train), "val": Path(val), "test": Path(test)}
-        self.bad_samples = BadSamples()  # the data module puts its own policy here
 
     def settings(self) -> dict:
         """The constructor arguments."""
         return {split: str(path) for split, path in self.files.items()}
 
-    def splits(self) -> dict[str, list[Utterance]]:
-        """{"train", "val", "test"} -> utterances in manifest order."""
-        return {split: read_manifest(path, self.bad_samples, split) for split, path in self.files.items()}
+    def splits(self) -> dict[str, list[Utterance | Skipped]]:
+        """{"train", "val", "test"} -> utterances in manifest order, a ``Skipped`` item in place of each bad line."""
+        return {split: read_manifest(path) for split, path in self.files.items()}
 
 
-def read_manifest(path: Path, bad_samples: BadSamples | None = None, split: str = "data") -> list[Utterance]:
-    """The utterances of one JSON-lines manifest, keyed by audio_filepath as written; bad lines to ``bad_samples``."""
+def read_manifest(path: Path) -> list[Utterance | Skipped]:
+    """The utterances of one JSON-lines manifest, keyed by audio_filepath as written; a line that is not valid
+    UTF-8 is a ``Skipped`` item."""
     if not path.is_file():
         raise SpeechDataError(
             f"manifest {path} does not exist: it should hold one JSON object per line, like {LINE_FORMAT}; "
             "set data.source.train / val / test to your manifest files"
         )
-    policy = bad_samples if bad_samples is not None else BadSamples()
-    policy.begin(split, "lines")
-    utterances = []
+    utterances: list[Utterance | Skipped] = []
     with open(path, "rb") as f:
         for line_no, raw in enumerate(f, 1):
             try:
                 line = raw.decode("utf-8-sig" if line_no == 1 else "utf-8", errors="strict")
             except UnicodeDecodeError as e:
                 problem = f"line {line_no} is not valid UTF-8 ({e.reason}); re-save the manifest as UTF-8"
-                policy.skip(split, "lines", f"{path}:{line_no}", "invalid UTF-8", problem)
+                utterances.append(Skipped(f"{path}:{line_no}", "invalid UTF-8", problem))
                 continue
             if line.strip():
                 utterances.append(parse_line(line, f"{path}:{line_no}", path.parent))
-    policy.end(split, "lines", len(utterances) + policy.count(split, "lines"), "utterances")
     return utterances
 
 

@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import os
-from collections import Counter
 from pathlib import Path
 
 from PIL import Image
 
-from attend.data.bad_samples import BadSamples
+from attend.data.bad_samples import Skipped
 from attend.data.images.record import CaptionDataError, ImageCaption, read_rgb
-from attend.data.splitting import SPLITS
 
 HOW_TO_GET = (
     "Flickr8k comes as Flickr8k_Dataset.zip (the images, folder Flicker8k_Dataset) and Flickr8k_text.zip "
@@ -22,9 +20,9 @@ HOW_TO_GET = (
 class Flickr8k:
     """One record per image named in a split file, with its captions in #N order.
 
-    A caption line that is not valid UTF-8 or whose caption is empty is a bad sample for ``bad_samples``
-    (the data module's ``data.on_error`` policy): skipped, named by file and line, and counted under the
-    split that lists its image; an image left without captions that way is left out.
+    A caption line that is not valid UTF-8 or whose caption is empty comes as a ``Skipped`` item, named by
+    file and line, in the split that lists its image, just before that image's record (the data module counts
+    it, or stops, by ``data.on_error``); an image left without captions that way has only its Skipped items.
     """
 
     def __init__(
@@ -38,7 +36,6 @@ class Flickr8k:
     ) -> None:
         self.root = Path(root)
         self.files = {"captions": captions, "images": images, "train": train, "val": val, "test": test}
-        self.bad_samples = BadSamples()  # the data module puts its own policy here
 
     def settings(self) -> dict:
         """The constructor arguments."""
@@ -48,8 +45,9 @@ class Flickr8k:
         """The file or folder of ``name`` ("captions", "images", "train", ...), under root if relative."""
         return self.root / self.files[name]  # an absolute file name replaces root
 
-    def splits(self) -> dict[str, list[ImageCaption]]:
-        """{"train", "val", "test"} -> records; an image whose file is missing is kept (load_image fails on it)."""
+    def splits(self) -> dict[str, list[ImageCaption | Skipped]]:
+        """{"train", "val", "test"} -> records in split-file order, each image's bad caption lines as ``Skipped``
+        items before its record; an image whose file is missing is kept (load_image fails on it)."""
         if not self.root.is_dir():
             raise CaptionDataError(f"Flickr8k folder {str(self.root)!r} does not exist. {HOW_TO_GET}")
         token_lines = read_lines(self.path("captions"), "lines `IMAGE.jpg#N<TAB>caption`, five captions per image")
@@ -61,55 +59,49 @@ class Flickr8k:
             )
         listed = {split: read_split_file(self.path(split)) for split in ("train", "val", "test")}
         split_of = {name: split for split, lines in listed.items() for _, name in lines}
-        captions, skipped_images = self.read_captions(token_lines, split_of)
-        out = {}
+        captions, skipped = self.read_captions(token_lines, split_of)
+        without_captions = set(skipped) - set(captions)  # every caption line of these was bad
+        out: dict[str, list[ImageCaption | Skipped]] = {}
         for split, lines in listed.items():
-            records = []
+            items: list[ImageCaption | Skipped] = []
             for line_no, name in lines:
+                if split_of[name] == split:  # an image's bad lines go once, to the split that lists it last
+                    items.extend(skipped.pop(name, ()))
                 if name in captions:
-                    records.append(ImageCaption(key=name, captions=captions[name], path=str(images / name)))
-                elif name not in skipped_images:
+                    items.append(ImageCaption(key=name, captions=captions[name], path=str(images / name)))
+                elif name not in without_captions:
                     raise CaptionDataError(
                         f"{self.path(split)}:{line_no}: image {name!r} has no captions in {self.path('captions')}; "
                         "remove it from the split file or use the token file that belongs to this split"
                     )
-            out[split] = records
+            out[split] = items
         return out
 
     def read_captions(
         self, token_lines: list[tuple[int, str | UnicodeDecodeError]], split_of: dict[str, str]
-    ) -> tuple[dict[str, tuple[str, ...]], set[str]]:
-        """Captions of the listed images in #N order, and the images whose captions were all skipped as bad."""
+    ) -> tuple[dict[str, tuple[str, ...]], dict[str, list[Skipped]]]:
+        """Captions of the listed images in #N order, and each listed image's bad caption lines as Skipped items
+        (in file order); lines of images no split lists are ignored."""
         path = self.path("captions")
-        for split in SPLITS:
-            self.bad_samples.begin(split, "lines")
         numbered: dict[str, list[tuple[int, str]]] = {}
-        seen: Counter = Counter()  # caption lines per split, bad ones included
-        touched: set[str] = set()  # images with a skipped caption line
+        skipped: dict[str, list[Skipped]] = {}
         for line_no, line in token_lines:
             if isinstance(line, UnicodeDecodeError):
                 name = line.object.split(b"#")[0].decode("utf-8", errors="replace").strip()
                 if name in split_of:
-                    seen[split_of[name]] += 1
-                    touched.add(name)
                     problem = f"line {line_no} is not valid UTF-8 ({line.reason}); re-save the file as UTF-8"
-                    self.bad_samples.skip(split_of[name], "lines", f"{path}:{line_no}", "invalid UTF-8", problem)
+                    skipped.setdefault(name, []).append(Skipped(f"{path}:{line_no}", "invalid UTF-8", problem))
                 continue
             name, number, caption = parse_token_line(path, line_no, line)
             if name not in split_of:
                 continue
-            seen[split_of[name]] += 1
             if caption:
                 numbered.setdefault(name, []).append((number, caption))
             else:
-                touched.add(name)
                 problem = f"the caption of {name}#{number} on line {line_no} is empty"
-                self.bad_samples.skip(split_of[name], "lines", f"{path}:{line_no}", "empty caption", problem)
-        for split in SPLITS:
-            self.bad_samples.end(split, "lines", seen[split], "captions")
-        bad_images = {name for name in touched if name not in numbered}
+                skipped.setdefault(name, []).append(Skipped(f"{path}:{line_no}", "empty caption", problem))
         ordered = {name: tuple(c for _, c in sorted(caps, key=lambda nc: nc[0])) for name, caps in numbered.items()}
-        return ordered, bad_images
+        return ordered, skipped
 
     def load_image(self, record: ImageCaption) -> Image.Image:
         """The image as RGB; ImageReadError if its file is missing or corrupt."""

@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
-import pickle
 from pathlib import Path
 
 from PIL import Image
 
-from attend.data.cache import load_or_rebuild, write_bytes_atomic
 from attend.data.images.record import CaptionDataError, ImageCaption, read_rgb
 from attend.data.splitting import SPLITS
 
@@ -30,32 +27,18 @@ class KarpathyJSON:
         path: str | os.PathLike,
         image_root: str | os.PathLike,
         use_restval: bool = True,
-        cache_dir: str | os.PathLike | None = None,
     ) -> None:
         self.path = Path(path)
         self.image_root = Path(image_root)
         self.use_restval = use_restval
-        self.cache_dir = None if cache_dir is None else Path(cache_dir)
 
     def settings(self) -> dict:
         """The constructor arguments."""
         return {"path": str(self.path), "image_root": str(self.image_root), "use_restval": self.use_restval}
 
     def splits(self) -> dict[str, list[ImageCaption]]:
-        """{"train", "val", "test"} -> records, in file order. With ``cache_dir`` the records are kept in a pickle
-        keyed by the settings and the file's size and date: COCO's 130 MB file parses in seconds, the pickle in
-        a fraction (a truncated or damaged pickle is read again from the JSON, with a warning)."""
-        if self.cache_dir is None or not self.path.is_file():
-            return self.read_splits()
-        stat = self.path.stat()
-        identity = {**self.settings(), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns, "version": 1}
-        key = hashlib.sha1(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:16]
-        cached = self.cache_dir / "karpathy" / f"{self.path.stem}-{key}.pkl"
-        save = lambda splits, path: write_bytes_atomic(pickle.dumps(splits), path)
-        return load_or_rebuild(cached, lambda path: pickle.loads(path.read_bytes()), self.read_splits, save)
-
-    def read_splits(self) -> dict[str, list[ImageCaption]]:
-        """The records, read from the JSON file."""
+        """{"train", "val", "test"} -> records, in file order, read from the JSON file (the example store keeps
+        them, so a cached start does not parse COCO's 130 MB file again)."""
         out: dict[str, list[ImageCaption]] = {split: [] for split in SPLITS}
         for index, image in enumerate(self.read_images()):
             split = self.field(image, index, "split")

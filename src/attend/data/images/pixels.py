@@ -4,22 +4,17 @@ object masks where the source has them), memory-mapped by every loader worker; v
 from __future__ import annotations
 
 import logging
-from pathlib import Path
 
 import numpy as np
-import pyarrow as pa
 import torch
 from PIL import Image
 from torch import Tensor
 from torchvision.transforms import v2
 
-from attend.data.bad_samples import BadSamples
-from attend.data.cache import file_skip, report_store_skips
-from attend.data.images import ImageCaption, ImageReadError
-from attend.data.store import ExampleStore, Shard, file_stamp, prepared_store
+from attend.data.images.record import ImageCaption
+from attend.data.store import ExampleStore
 
 log = logging.getLogger("attend.data")
-SHARD_IMAGES = 512  # images a store shard: ~77 MB at 224 px, so a worker holds little and a resumed run loses little
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
 CROP_SCALE, CROP_RATIO = (0.8, 1.0), (0.9, 1.1)  # the light random crop of training images (and stored crops)
@@ -48,72 +43,6 @@ def square_resize_mask(mask: Image.Image, size: int) -> Tensor:
 def to_uint8_tensor(image: Image.Image) -> Tensor:
     """(3, H, W) uint8 from an RGB image."""
     return torch.from_numpy(np.asarray(image.convert("RGB"), dtype=np.uint8).copy()).permute(2, 0, 1)
-
-
-def has_masks(source) -> bool:
-    """Whether ``source`` gives object masks: a ``load_mask(record)`` -> "L" image or None (Tux Paint's alpha)."""
-    return callable(getattr(source, "load_mask", None))
-
-
-def image_key(source, records: list[ImageCaption], size: int) -> list:
-    """What a split's image store depends on besides the source's settings: the size, the records with their
-    files' size and modification time (a changed or restored file is read again), and whether masks are kept
-    (a store from before a source had masks is not read for one that has them)."""
-    files = [[record.key, file_stamp(record.path)] for record in records]
-    return [size, files, "object masks" if has_masks(source) else "no masks"]
-
-
-def image_store(
-    source,
-    records: list[ImageCaption],
-    size: int,
-    folder: Path,
-    workers: int = 0,
-    bad_samples: BadSamples | None = None,
-    split: str = "data",
-) -> ExampleStore:
-    """The images of ``records`` letterboxed to ``size`` squares, as rows of the example store in ``folder``
-    (prepared by ``workers`` processes when missing, unfinished or damaged; opened as is when finished).
-
-    Row r holds ``index`` (int64: the record's position in ``records``), ``pixels`` (3*size*size bytes, uint8
-    (3, size, size) in C order) and, for sources with masks (``has_masks``), ``mask`` (size*size bytes, null
-    where the image has none); ``meta`` holds ``size`` and ``masked``. Why a store and not one stacked tensor:
-    at COCO scale that tensor is ~17 GB in every process, while the mapped shards are one copy in the page cache.
-
-    Unreadable images (missing, corrupt) are left out of the store and recorded as its skips, which are told to
-    ``bad_samples`` on every call (so a cached start reports and counts them too; on_error=raise stops at the
-    first). None readable: ImageReadError.
-    """
-    masked = has_masks(source)
-
-    def prepare(chunk: list[ImageCaption], first: int) -> Shard:
-        return read_shard(source, chunk, first, size, masked)
-
-    store = prepared_store(
-        folder, records, prepare, SHARD_IMAGES, workers,
-        meta={"size": size, "masked": masked}, describe=f"{split} images of {size} px",
-    )
-    report_store_skips(bad_samples, split, store.skipped, len(records), len(store), "image", ImageReadError)
-    return store
-
-
-def read_shard(source, chunk: list[ImageCaption], first: int, size: int, masked: bool) -> Shard:
-    """The store columns of consecutive records (``first``: the position of ``chunk[0]``); unreadable ones skipped."""
-    index, pixels, masks, skipped = [], [], [], []
-    for offset, record in enumerate(chunk):
-        try:
-            image = to_uint8_tensor(square_resize(source.load_image(record), size))  # (3, size, size) uint8
-            mask = read_mask(source, record, size) if masked else None  # (size, size) uint8 or None
-        except ImageReadError as problem:
-            skipped.append(file_skip(record.path, record.key, problem, "corrupt image"))
-            continue
-        index.append(first + offset)
-        pixels.append(image.numpy().tobytes())  # C order of the (3, size, size) view, whatever its strides
-        masks.append(None if mask is None else mask.numpy().tobytes())
-    columns = {"index": pa.array(index, type=pa.int64()), "pixels": pa.array(pixels, type=pa.binary())}
-    if masked:
-        columns["mask"] = pa.array(masks, type=pa.binary())
-    return Shard(columns, skipped)
 
 
 def store_pixels(store: ExampleStore, row: int) -> Tensor:

@@ -14,6 +14,8 @@ from babel.dates import format_date
 from attend.data.splitting import Pair
 from attend.data.text.date_alignment import Span, date_pieces, iso_alignment
 
+AlignedPair = tuple[str, str, list[Span | None]]  # (written date, ISO date, each ISO character's source span)
+
 FIRST_DAY = datetime.date(1950, 1, 1)
 N_DAYS = (datetime.date(2050, 1, 1) - FIRST_DAY).days  # 1950-01-01 .. 2049-12-31
 DEFAULT_LOCALES = ("en_US", "en_GB", "de_DE", "fr_FR", "es_ES", "it_IT", "nl_NL", "pt_BR")
@@ -59,8 +61,8 @@ class DatePairs:
     training dates are drawn from the remaining days, so ``n_train`` may exceed their number.
     Two-digit years are unambiguous in this century window. Locale conventions themselves can
     collide (en_US ``3/5/61`` is 5 March in es_ES), as in real data: a small accuracy ceiling.
-    ``alignments(split)`` knows which written characters produce each ISO character (for
-    attention metrics), from the locale and format each pair was drawn with.
+    Val and test items carry a third element, their alignment: which written characters produce each
+    ISO character (for attention metrics), from the locale and format each pair was drawn with.
     """
 
     def __init__(
@@ -85,14 +87,12 @@ class DatePairs:
         date = FIRST_DAY + datetime.timedelta(days=day)
         return WrittenDate(date, rng.choice(self.formats), rng.choice(self.locales))  # format first, then locale
 
-    def _draws(self, include_train: bool = True) -> dict[str, list[WrittenDate]]:
+    def _draws(self) -> dict[str, list[WrittenDate]]:
         """{"train", "val", "test"} -> drawn dates; the held-out ones come first in the random stream."""
         rng = random.Random(self.seed)
         held_out = rng.sample(range(N_DAYS), self.n_val + self.n_test)
         test = [self._draw(day, rng) for day in held_out[: self.n_test]]
         val = [self._draw(day, rng) for day in held_out[self.n_test :]]
-        if not include_train:
-            return {"train": [], "val": val, "test": test}
         taken = set(held_out)
         free_days = [day for day in range(N_DAYS) if day not in taken]
         held_out_texts = {written.text for written in test + val}
@@ -108,15 +108,13 @@ class DatePairs:
         return {"n_train": self.n_train, "n_val": self.n_val, "n_test": self.n_test, "seed": self.seed,
                 "locales": [str(locale) for locale in self.locales], "formats": self.formats}
 
-    def splits(self) -> dict[str, list[Pair]]:
-        """{"train", "val", "test"} -> (written date, ISO date) pairs."""
-        return {name: [written.pair() for written in drawn] for name, drawn in self._draws().items()}
-
-    def alignments(self, split: str) -> list[list[Span | None]]:
-        """For each pair of ``split`` (as ``splits()`` lists them), each ISO character's source span.
-
-        Year characters point at the written year, month characters at the month (digits or a
-        name such as "März"), day characters at the day; the hyphens at None. Spans are [start,
-        end) character indices of the written date.
-        """
-        return [written.alignment() for written in self._draws(include_train=split == "train")[split]]
+    def splits(self) -> dict[str, list[Pair] | list[AlignedPair]]:
+        """{"train", "val", "test"} -> (written date, ISO date) pairs in train; in val and test
+        (written date, ISO date, alignment), the alignment giving each ISO character's source span: year
+        characters point at the written year, month characters at the month (digits or a name such as
+        "März"), day characters at the day, the hyphens at None. Spans are [start, end) character indices
+        of the written date; only the scored splits need them."""
+        return {
+            name: [written.pair() if name == "train" else (*written.pair(), written.alignment()) for written in drawn]
+            for name, drawn in self._draws().items()
+        }

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 import os
 import random
@@ -11,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 from attend.data.bad_samples import DatasetMissingError
-from attend.data.cache import load_or_rebuild, write_json_atomic
 from attend.data.splitting import Pair, disjoint_split
 from attend.data.text.ding_format import is_sentence as _is_sentence
 from attend.data.text.ding_format import parse_ding
@@ -19,7 +16,7 @@ from attend.data.text.ding_format import parse_ding
 log = logging.getLogger("attend.data")
 
 DING_PATH = "/usr/share/trans/de-en"
-# bump when the extraction changes, so old caches are rebuilt
+# bump when the extraction changes, so examples stored from an older one are prepared again
 EXTRACTION_VERSION = 2
 
 
@@ -42,8 +39,7 @@ class DingPairs:
     stripped. A pair is a sentence when its German side ends in . ? ! and has >= 3 words.
     ``extra_phrases`` adds every other word/phrase pair (~368k) to train only, minus any pair
     whose source or target equals a val/test sentence; ``max_extra_phrases`` keeps a seeded random
-    subset of them (the cache holds all). The splits are cached as JSON in
-    ``cache_dir`` (None: no cache), keyed by the settings and the file's size and mtime.
+    subset of them. The dictionary is parsed on every call: the example store keeps what it gives.
     """
 
     def __init__(
@@ -55,7 +51,6 @@ class DingPairs:
         n_test: int = 1000,
         extra_phrases: bool = False,
         max_extra_phrases: int | None = None,
-        cache_dir: str | os.PathLike | None = "data_cache",
     ) -> None:
         if direction not in ("de-en", "en-de"):
             raise ValueError(f"direction must be 'de-en' or 'en-de', not {direction!r}")
@@ -66,13 +61,12 @@ class DingPairs:
         self.n_test = n_test
         self.extra_phrases = extra_phrases
         self.max_extra_phrases = max_extra_phrases
-        self.cache_dir = None if cache_dir is None else Path(cache_dir)
 
     def splits(self) -> dict[str, list[Pair]]:
         """{"train", "val", "test"} -> (source, target) pairs in the configured direction."""
         if not self.path.is_file():
             raise DingNotFoundError(self.path)
-        splits = self._cached_or_built()
+        splits = self.build()
         splits["train"] = self._subsample_phrases(splits["train"])
         if self.direction == "en-de":
             splits = {name: [(en, de) for de, en in pairs] for name, pairs in splits.items()}
@@ -91,9 +85,6 @@ class DingPairs:
 
     def settings(self) -> dict[str, Any]:
         """What the pairs depend on (example-store keys): the dictionary file's identity and every option."""
-        return {**self._settings(), "direction": self.direction, "max_extra_phrases": self.max_extra_phrases}
-
-    def _settings(self) -> dict[str, Any]:
         stat = self.path.stat()
         return {
             "version": EXTRACTION_VERSION,
@@ -104,24 +95,12 @@ class DingPairs:
             "n_val": self.n_val,
             "n_test": self.n_test,
             "extra_phrases": self.extra_phrases,
+            "direction": self.direction,
+            "max_extra_phrases": self.max_extra_phrases,
         }
 
-    def cache_path(self) -> Path | None:
-        """The JSON file the splits are cached in (None without a cache folder)."""
-        if self.cache_dir is None:
-            return None
-        key = hashlib.sha256(json.dumps(self._settings(), sort_keys=True).encode()).hexdigest()[:16]
-        return self.cache_dir / f"ding-{key}.json"
-
-    def _cached_or_built(self) -> dict[str, list[Pair]]:
-        return load_or_rebuild(self.cache_path(), read_cached_splits, self.build, self._save)
-
-    def _save(self, splits: dict[str, list[Pair]], path: Path) -> None:
-        write_json_atomic(path, {"settings": self._settings(), "splits": splits})
-        log.info("cached Ding splits in %s", path)
-
     def build(self) -> dict[str, list[Pair]]:
-        """Parse the dictionary and split it (German -> English), without any cache."""
+        """Parse the dictionary and split it (German -> English), every phrase pair kept."""
         with open(self.path, encoding="utf-8") as f:
             entries = parse_ding(f)
         splits = disjoint_split(entries.sentences, self.n_val, self.n_test, self.seed)
@@ -139,9 +118,3 @@ class DingPairs:
             log.info("Ding: %d word/phrase pairs added to train", len(extra))
         return splits
 
-
-def read_cached_splits(path: Path) -> dict[str, list[Pair]]:
-    """The splits a cache file holds; a truncated or damaged file raises (JSON, UTF-8 or a missing entry)."""
-    with open(path, encoding="utf-8") as f:
-        cached = json.load(f)
-    return {name: [(a, b) for a, b in pairs] for name, pairs in cached["splits"].items()}

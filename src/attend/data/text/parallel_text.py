@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from itertools import zip_longest
 from pathlib import Path
 
-from attend.data.bad_samples import BadSamples, DataError, DatasetMissingError
+from attend.data.bad_samples import DataError, DatasetMissingError, Skipped
 from attend.data.splitting import Pair
 
 HOW_TO_GET = (
@@ -23,8 +23,8 @@ class ParallelTextError(DataError):
 
 class ParallelText:
     """Pairs from line-aligned files. A pair with an empty or whitespace-only side, or a line that is
-    not valid UTF-8, is a bad sample for ``bad_samples`` (the data module's ``data.on_error`` policy):
-    skipped, named with its file and line, and counted, or an error."""
+    not valid UTF-8, comes as a ``Skipped`` item in its place, named with its file and line (the data
+    module counts it, or stops, by ``data.on_error``)."""
 
     def __init__(
         self,
@@ -39,8 +39,6 @@ class ParallelText:
         self.src_lang = src_lang
         self.tgt_lang = tgt_lang
         self.split_names = {"train": train, "val": val, "test": test}
-        self.skipped: dict[str, int] = {}  # bad pairs skipped per split, after splits()
-        self.bad_samples = BadSamples()  # the data module puts its own policy here
 
     def path(self, split: str, lang: str) -> Path:
         """The file of ``split`` ("train", "val", "test") in ``lang``."""
@@ -57,25 +55,23 @@ class ParallelText:
                 files[str(path.resolve())] = None if stat is None else [stat.st_size, stat.st_mtime_ns]
         return {"src_lang": self.src_lang, "tgt_lang": self.tgt_lang, "splits": self.split_names, "files": files}
 
-    def splits(self) -> dict[str, list[Pair]]:
-        """{"train", "val", "test"} -> (source, target) pairs."""
+    def splits(self) -> dict[str, list[Pair | Skipped]]:
+        """{"train", "val", "test"} -> (source, target) pairs, and a ``Skipped`` item in place of each bad one."""
         if not self.root.is_dir():
             raise DatasetMissingError(f"parallel corpus folder {self.root} not found. {self._how_to_get()}")
         return {split: self.read_split(split) for split in self.split_names}
 
-    def read_split(self, split: str) -> list[Pair]:
-        """The pairs of one split, bad ones skipped (or an error, by the policy)."""
+    def read_split(self, split: str) -> list[Pair | Skipped]:
+        """The pairs of one split, a ``Skipped`` item in place of each bad one."""
         return list(self.iter_split(split))
 
-    def iter_split(self, split: str) -> Iterator[Pair]:
+    def iter_split(self, split: str) -> Iterator[Pair | Skipped]:
         """The pairs of one split read line by line, so a corpus of any size streams through in constant memory;
-        bad ones skipped (or an error, by the policy), counted when the files end."""
+        a ``Skipped`` item (file:line, reason, problem) in place of each bad one."""
         src_path, tgt_path = self.path(split, self.src_lang), self.path(split, self.tgt_lang)
         for path in (src_path, tgt_path):
             if not path.is_file():
                 raise DatasetMissingError(f"{path} not found. {self._how_to_get()}".strip())
-        self.bad_samples.begin(split, "lines")
-        kept = total = 0
         with open(src_path, "rb") as src_file, open(tgt_path, "rb") as tgt_file:
             for number, (s, t) in enumerate(zip_longest(src_file, tgt_file), start=1):
                 if s is None or t is None:
@@ -83,29 +79,22 @@ class ParallelText:
                         f"{src_path} has {count_lines(src_path)} lines but {tgt_path} has {count_lines(tgt_path)}: "
                         "they must be line-aligned"
                     )
-                total = number
                 s, t = decode_line(s, number), decode_line(t, number)
                 problem = line_problem(src_path, s, number) or line_problem(tgt_path, t, number)
-                if problem is None:
-                    kept += 1
-                    yield s.strip(), t.strip()
-                else:
-                    self.bad_samples.skip(split, "lines", *problem)
-        self.skipped[split] = total - kept
-        self.bad_samples.end(split, "lines", total, "pairs")
+                yield (s.strip(), t.strip()) if problem is None else problem
 
     def _how_to_get(self) -> str:
         return HOW_TO_GET.format(root=self.root)
 
 
-def line_problem(path: Path, line: str | UnicodeDecodeError, number: int) -> tuple[str, str, str] | None:
-    """(file:line, reason, problem) when a side of a pair cannot be used, else None."""
+def line_problem(path: Path, line: str | UnicodeDecodeError, number: int) -> Skipped | None:
+    """Skipped(file:line, reason, problem) when a side of a pair cannot be used, else None."""
     where = f"{path}:{number}"
     if isinstance(line, UnicodeDecodeError):
         problem = f"not valid UTF-8 ({line.reason}); re-save the file as UTF-8"
-        return where, "invalid UTF-8", problem
+        return Skipped(where, "invalid UTF-8", problem)
     if not line.strip():
-        return where, "empty line", f"the line is {'empty' if not line else 'only whitespace'}"
+        return Skipped(where, "empty line", f"the line is {'empty' if not line else 'only whitespace'}")
     return None
 
 

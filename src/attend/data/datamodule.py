@@ -1,0 +1,401 @@
+"""One LightningDataModule for every task: the same stages for text, images and audio, a plug-in for what differs.
+
+    source --records store--> tokenizers fitted --encoded store--> length filter --> StoreDataset --> Collate
+
+1. **Records store** per split (``attend.data.store``), keyed by the source's class and settings (a setting that
+   names a file adds its size and modification time): the source's records as columns (``Modality.record_columns``)
+   and the bad items it yielded (``Skipped``) in the manifest. A cached start does not read the source.
+2. **Tokenizers** fitted once, on the training records (the target tokenizer on the references, the plug-in's
+   on its source texts); their state travels in the encoded stores' metadata, so a cached start fits nothing.
+3. **Encoded store** per split, keyed by its records store, the tokenizers, the plug-in's settings and the
+   records' files: the plug-in's columns (token ids, pixels, features), ``source_size`` and every reference's
+   target ids; records whose file cannot be read are its skips.
+4. **Length filter**, training only, over the stored sizes: empty targets and sources, and ones over
+   ``max_target_len`` / ``max_source_len`` (tokens; feature frames for audio), skipped and counted every start.
+5. **One dataset** (``StoreDataset``) reading store rows, **one collate** padding by field, bucketed loaders.
+
+Skips are data: the records store, the encoded store and the length filter each give theirs, reported once per
+start whether the stores were prepared now or found (``data.on_error``, ``data.max_skip_fraction``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import pickle
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import lightning as L
+import numpy as np
+import pyarrow as pa
+from torch.utils.data import DataLoader
+
+from attend.data.bad_samples import BadSamples, Skipped
+from attend.data.bucketing import BucketBatchSampler
+from attend.data.collate import Collate
+from attend.data.dataset import StoreDataset, training_examples
+from attend.data.modality import Modality
+from attend.data.splitting import SPLITS
+from attend.data.store import DamagedStoreError, ExampleStore, Shard, file_stamp, open_store, prepared_store
+from attend.data.store import store_folder as _store_folder
+from attend.data.tokenizers.tokenizer import Tokenizer, states_from_text, states_to_text, tokenizer_from_state
+from attend.data.unseen import caption_set, is_unseen
+
+log = logging.getLogger("attend.data")
+
+
+@dataclass
+class Loader:
+    """``data.loader``: how batches are drawn. Training batches hold examples of similar length, at most
+    ``batch_size`` of them and, with ``max_tokens``, at most that many padded length units (tokens, feature
+    frames); ``bucket=False`` draws them at random. Validation and test batches hold ``eval_batch_size``
+    examples sorted by length (the same batches on every machine keep evaluation comparable)."""
+
+    batch_size: int = 32
+    eval_batch_size: int | None = None
+    max_tokens: int | None = None
+    num_workers: int = 0
+    bucket: bool = True
+
+
+def default_prepare_workers() -> int:
+    """Processes that prepare data (``data.prepare_workers``, null: this): the CPU cores, at most 8."""
+    return min(len(os.sched_getaffinity(0)), 8)
+
+
+def source_settings(source) -> Any:
+    """What a source's records depend on, for store keys: its ``settings()`` with the size and modification time
+    of every setting that names a file; a source without settings is hashed whole (read at every start)."""
+    if not hasattr(source, "settings"):
+        return hashlib.sha1(pickle.dumps(source.splits())).hexdigest()
+    settings = source.settings()
+    files = {key: file_stamp(value) for key, value in sorted(settings.items())
+             if isinstance(value, (str, os.PathLike)) and str(value) and os.path.isfile(value)}
+    return {**settings, "file stamps": files} if files else settings
+
+
+def tokenizer_key(tokenizer: Tokenizer, settings_only: bool = False) -> Any:
+    """What token ids depend on: a fitted tokenizer's whole state, else (or ``settings_only``) the class and the
+    settings training fits it from."""
+    if tokenizer.is_fitted and not settings_only:
+        return hashlib.sha1(pickle.dumps(tokenizer.state_dict())).hexdigest()
+    return [type(tokenizer).__name__, tokenizer.settings()]
+
+
+class DataModule(L.LightningDataModule):
+    """Examples of ``source`` for any modality (``modality``: the plug-in, see ``attend.data.modality``), targets
+    tokenized by ``tokenizer`` (fitted on the training references unless fitted already). See the module docstring
+    for the stages; ``loader`` is the ``Loader`` options; stores are prepared by ``prepare_workers`` processes
+    (None: the CPU cores, at most 8) in shards of ``shard_size`` records, under ``cache_dir`` (None: a temporary
+    folder for this process).
+
+    Batches: ``src`` (ids (B, S), images (B, 3, H, W) or features (B, N, F)), ``src_lengths`` (B,) except for
+    images, ``tgt`` (B, T) = bos + ids + eos, ``tgt_lengths``, ``ids`` (each example's position in its split),
+    ``sources`` and ``references`` (text, or lists of captions), and the fields the plug-in adds.
+    """
+
+    def __init__(
+        self,
+        source,
+        modality: Modality,
+        tokenizer: Tokenizer,
+        loader: dict[str, Any] | None = None,
+        max_source_len: int | None = None,
+        max_target_len: int | None = None,
+        seed: int = 1234,
+        cache_dir: str | os.PathLike | None = None,
+        on_error: str = "skip",
+        max_skip_fraction: float = 0.1,
+        prepare_workers: int | None = None,
+        shard_size: int = 2048,
+    ) -> None:
+        super().__init__()
+        self.source = source
+        self.plugin = modality
+        modality.bind(source)
+        self.tokenizer = tokenizer
+        self.loader = Loader(**dict(loader or {}))
+        self.max_source_len = max_source_len
+        self.max_target_len = max_target_len
+        self.seed = seed
+        self.cache_dir = None if cache_dir is None else str(cache_dir)
+        self.bad_samples = BadSamples(on_error, max_skip_fraction)
+        self.prepare_workers = default_prepare_workers() if prepare_workers is None else prepare_workers
+        self.shard_size = shard_size
+        self.records: dict[str, ExampleStore] = {}
+        self.encoded: dict[str, ExampleStore] = {}
+        self.datasets: dict[str, StoreDataset] = {}
+        self.dropped = 0  # training examples the length filter left out
+        self._splits: dict[str, Any] | None = None
+
+    @property
+    def modality(self) -> str:
+        """What the data gives the encoder: "text", "image" or "audio"."""
+        return self.plugin.name
+
+    # stages ----------------------------------------------------------------------------------
+    def prepare_data(self) -> None:
+        """Prepare every store once (local rank 0; other processes wait on the stores' locks and open them)."""
+        self._open_stores()
+
+    def setup(self, stage: str | None = None) -> None:
+        """Open (preparing first, if needed) every split's stores, filter, report the skips (idempotent)."""
+        if self.datasets:
+            return
+        self._open_stores()
+        self.bad_samples = BadSamples(self.bad_samples.on_error, self.bad_samples.max_skip_fraction)
+        for split in SPLITS:
+            self._report_store_skips(split)
+            examples = self._examples(split)
+            self.datasets[split] = StoreDataset(self.records[split], self.encoded[split], examples, self.plugin,
+                                                train=split == "train")
+        log.info("%s: train %d, val %d, test %d examples; vocabulary %d", self.plugin.unit,
+                 *(len(self.datasets[split]) for split in SPLITS), self.tokenizer.vocab_size)
+        self.bad_samples.log_summary()
+
+    @property
+    def prepared(self) -> bool:
+        """Whether setup has run in this process."""
+        return bool(self.datasets)
+
+    def store_folder(self, kind: str, *key_parts: Any) -> Path:
+        """Where the store of ``kind`` for these settings lives: keyed by the source's class and settings."""
+        return _store_folder(self.cache_dir, kind, type(self.source).__name__, source_settings(self.source), *key_parts)
+
+    def _open_stores(self) -> None:
+        if self.encoded:
+            return
+        self.records = {split: self._records_store(split) for split in SPLITS}
+        tokenizers = self.tokenizers()
+        key = [tokenizer_key(t) for t in tokenizers.values()]
+        trained_key = [tokenizer_key(t, settings_only=True) for t in tokenizers.values()]
+        for split in SPLITS:  # train first: it fits the tokenizers the other splits are encoded with
+            if trained_key != key and (store := self._store_trained_with_these_tokenizers(split, trained_key)):
+                self.encoded[split] = store  # evaluating a checkpoint: the stores its training prepared
+            else:
+                self.encoded[split] = self._encoded_store(split, key)
+            if not all(t.is_fitted for t in self.tokenizers().values()):
+                self.load_tokenizers(states_from_text(self.encoded[split].meta["tokenizers"]))
+                key = [tokenizer_key(t, settings_only=True) for t in self.tokenizers().values()]
+            self.plugin.prepare_split(self.encoded[split], split, self)
+
+    def _records_store(self, split: str) -> ExampleStore:
+        """The split's records, read from the source only when the store is missing; each record's position
+        among the split's records is its ``index``, and the bad items the source yielded are the store's skips."""
+        plugin = self.plugin
+
+        def prepare(items: list[tuple[Any, int | None]], first: int) -> Shard:
+            columns = plugin.record_columns([item for item, position in items if position is not None])
+            columns["index"] = pa.array([position for _, position in items if position is not None], type=pa.int64())
+            return Shard(columns, [tuple(item) for item, position in items if position is None])
+
+        return prepared_store(self.store_folder("records", split), self._numbered(split), prepare,
+                              shard_size=self.shard_size, workers=0, describe=f"{split} {plugin.unit}")
+
+    def _numbered(self, split: str):
+        """The split's items (records and Skipped ones) with each record's position among the records."""
+        position = 0
+        for item in self._source_items(split):
+            yield item, None if isinstance(item, Skipped) else position
+            position += not isinstance(item, Skipped)
+
+    def _source_items(self, split: str):
+        if hasattr(self.source, "iter_split"):  # a streaming source (ParallelText): never a whole corpus in memory
+            return self.source.iter_split(split)
+        if self._splits is None:
+            self._splits = self.source.splits()
+        return self._splits[split]
+
+    def _encoded_store(self, split: str, key: list) -> ExampleStore:
+        records, plugin, tokenizer = self.records[split], self.plugin, self.tokenizer
+        if not all(t.is_fitted for t in self.tokenizers().values()):
+            if not tokenizer.is_fitted:
+                tokenizer.fit(ReferenceTexts(self.records["train"]))
+            plugin.fit(self.records["train"])
+        seen = (caption_set(ReferenceTexts(self.records["train"]))
+                if plugin.marks_unseen and split != "train" else None)
+
+        def prepare(rows: list[int], first: int) -> Shard:
+            columns, skipped = plugin.encode(records, rows)
+            targets = [[tokenizer.encode(text) for text in records.value("references", row)] for row in columns["row"]]
+            columns["row"] = pa.array(columns["row"], type=pa.int64())
+            columns["targets"] = pa.array([[i for ids in t for i in ids] for t in targets], type=pa.list_(pa.int32()))
+            columns["target_lengths"] = pa.array([[len(ids) for ids in t] for t in targets], type=pa.list_(pa.int32()))
+            if seen is not None:
+                columns["unseen"] = pa.array([is_unseen(records.value("references", row), seen)
+                                              for row in columns["row"].to_pylist()], type=pa.bool_())
+            return Shard(columns, [tuple(skip) for skip in skipped])
+
+        folder = self.store_folder("encoded", records.folder.name, key, plugin.settings(), plugin.file_stamps(records))
+        return prepared_store(
+            folder, range(len(records)), prepare, shard_size=max(self.shard_size // 4, 1), workers=self.prepare_workers,
+            meta=lambda: {"tokenizers": states_to_text(self.state_dict()), **plugin.meta()},
+            describe=f"encoded {split} {plugin.unit}",
+        )
+
+    def _store_trained_with_these_tokenizers(self, split: str, trained_key: list) -> ExampleStore | None:
+        """The encoded store training prepared (keyed by the tokenizers' settings) when the tokenizers it fitted
+        are these ones (from a checkpoint), so evaluation encodes nothing again; else None."""
+        records = self.records[split]
+        folder = self.store_folder("encoded", records.folder.name, trained_key, self.plugin.settings(),
+                                   self.plugin.file_stamps(records))
+        try:
+            store = open_store(folder)
+        except DamagedStoreError:
+            return None
+        if store is None or states_from_text(store.meta["tokenizers"]) != self.state_dict():
+            return None
+        return store
+
+    # skips and the length filter ---------------------------------------------------------------
+    def _report_store_skips(self, split: str) -> None:
+        """Count what the source yielded as bad and which records' files could not be read; a split with records
+        none of which could be read is refused whatever ``max_skip_fraction`` says."""
+        records, encoded = self.records[split], self.encoded[split]
+        policy = self.bad_samples
+        if records.skipped:
+            self._count(split, "lines", records.skipped, records.items)
+        if len(records) and not len(encoded):
+            naming = BadSamples(policy.on_error, 1.0)  # names the files, without stopping on the fraction
+            naming.begin(split, "files")
+            for skip in encoded.skipped:
+                naming.skip(split, "files", *skip)
+            raise self.plugin.read_error(
+                f"none of the {len(records)} {self.plugin.unit} of the {split} split could be read (see the warnings)")
+        self._count(split, "files", encoded.skipped, len(records))
+
+    def _count(self, split: str, stage: str, skipped: list, total: int) -> None:
+        self.bad_samples.begin(split, stage)
+        for skip in skipped:
+            self.bad_samples.skip(split, stage, *skip)
+        self.bad_samples.end(split, stage, total, self.plugin.unit if stage != "length" else self.plugin.example_unit)
+
+    def _examples(self, split: str) -> np.ndarray:
+        """(N, 2) [encoded row, reference index] of the split's examples: every reference of every training
+        record that passes the length filter; the first reference of every evaluation record."""
+        encoded = self.encoded[split]
+        if split != "train":
+            return np.stack([np.arange(len(encoded)), np.zeros(len(encoded), dtype=np.int64)], axis=1)
+        examples, target_sizes = training_examples(encoded)
+        source_sizes = encoded.column("source_size").astype(np.int64)[examples[:, 0]]
+        problems = self._length_problems(source_sizes, target_sizes)
+        skipped = [(self.plugin.describe(self.records[split], int(encoded.value("row", int(examples[i, 0])))),
+                    *problems[i]) for i in np.flatnonzero([p is not None for p in problems])]
+        self.dropped = len(skipped)
+        self._count(split, "length", skipped, len(examples))
+        return examples[[p is None for p in problems]]
+
+    def _length_problems(self, source_sizes: np.ndarray, target_sizes: np.ndarray) -> list[tuple[str, str] | None]:
+        """(reason, problem) of each training example the filter leaves out, None for those it keeps."""
+        problems: list[tuple[str, str] | None] = [None] * len(target_sizes)
+        checks = [("target", target_sizes, self.max_target_len)]
+        if self.plugin.source_has_size:
+            checks.insert(0, ("source", source_sizes, self.max_source_len))
+        for side, sizes, limit in checks:
+            empty = np.flatnonzero(sizes == 0)
+            long = np.flatnonzero(sizes > limit) if limit is not None else []
+            for i in empty:
+                problems[i] = problems[i] or (f"empty {side}", f"the {side} is empty after tokenizing")
+            for i in long:
+                problems[i] = problems[i] or (f"{side} over max_{side}_len", (
+                    f"{sizes[i]} {side} {'frames' if self.modality == 'audio' and side == 'source' else 'tokens'}, "
+                    f"over data.max_{side}_len={limit} (raise it to keep such examples)"))
+        return problems
+
+    @property
+    def skipped(self) -> dict[str, int]:
+        """Skipped samples per split."""
+        return self.bad_samples.skipped
+
+    def skip_summary(self) -> dict[str, float]:
+        """``{"data/skipped_train": n, "data/skip_fraction_train": f, ...}`` for the run's logger."""
+        return self.bad_samples.summary()
+
+    # loaders ---------------------------------------------------------------------------------
+    def collate(self) -> Collate:
+        return Collate(self.tokenizer, self.plugin)
+
+    def _loader(self, split: str, train: bool) -> DataLoader:
+        if split not in self.datasets:
+            raise RuntimeError("call setup() before asking for a dataloader")
+        dataset, options = self.datasets[split], self.loader
+        common: dict[str, Any] = {"collate_fn": self.collate(), "num_workers": options.num_workers,
+                                  "persistent_workers": options.num_workers > 0}
+        if train and not options.bucket:
+            return DataLoader(dataset, batch_size=options.batch_size, shuffle=True, **common)
+        batch_size = options.batch_size if train else options.eval_batch_size or options.batch_size
+        sampler = BucketBatchSampler(dataset.lengths(), batch_size=batch_size,
+                                     max_tokens=options.max_tokens if train else None, shuffle=train, seed=self.seed)
+        return DataLoader(dataset, batch_sampler=sampler, **common)
+
+    def train_dataloader(self) -> DataLoader:
+        return self._loader("train", train=True)
+
+    def val_dataloader(self) -> DataLoader:
+        return self._loader("val", train=False)
+
+    def test_dataloader(self) -> DataLoader:
+        return self._loader("test", train=False)
+
+    def example_batch(self, count: int, split: str = "val") -> dict[str, Any]:
+        """The first ``count`` examples of a split as one batch: the same examples every time it is asked."""
+        if split not in self.datasets:
+            raise RuntimeError("call setup() before asking for examples")
+        dataset = self.datasets[split]
+        return self.collate()([dataset[i] for i in range(min(count, len(dataset)))])
+
+    # what the model, the plots and prediction need ---------------------------------------------
+    def tokenizers(self) -> dict[str, Tokenizer]:
+        """The tokenizers by role; the model decodes with "target"."""
+        return {**self.plugin.tokenizers(), "target": self.tokenizer}
+
+    def encoder_kwargs(self) -> dict[str, int]:
+        return self.plugin.encoder_kwargs()
+
+    def use_frozen_features(self, extractor) -> None:
+        """Batch a frozen encoder part's features instead of its input (images; see ``attend.data.images``)."""
+        self.plugin.use_frozen_features(extractor, self)
+
+    def readable_source(self, batch: dict[str, Any], index: int) -> Any:
+        return self.plugin.readable_source(batch, index)
+
+    def batch_from_sources(self, sources: list[str]) -> dict[str, Any]:
+        """A batch of what predict.py was given (sentences, image or audio files); targets are empty."""
+        examples = self.plugin.sources_to_examples(sources)
+        for index, (example, source) in enumerate(zip(examples, sources, strict=True)):
+            example.update(tgt=[], id=index, source=source, reference=[] if self.plugin.several_references else "")
+        return self.collate()(examples)
+
+    # checkpoint ------------------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        """The fitted tokenizers; Lightning stores this in every checkpoint."""
+        if not all(t.is_fitted for t in self.tokenizers().values()):
+            return {}
+        return {**self.plugin.state_dict(), "tgt_tokenizer": self.tokenizer.state_dict()}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """Use saved tokenizers; data encoded with other ones is encoded again (other stores)."""
+        if not state_dict or state_dict == self.state_dict():
+            return
+        self.load_tokenizers(state_dict)
+        if self.encoded:
+            self.records, self.encoded, self.datasets = {}, {}, {}
+            self.setup()
+
+    def load_tokenizers(self, state_dict: dict[str, Any]) -> None:
+        self.tokenizer = tokenizer_from_state(state_dict["tgt_tokenizer"])
+        self.plugin.load_state_dict(state_dict)
+
+
+class ReferenceTexts:
+    """Every reference text of a records store, re-read on each iteration (SentencePiece may read them twice)."""
+
+    def __init__(self, records: ExampleStore) -> None:
+        self.records = records
+
+    def __iter__(self):
+        for row in range(len(self.records)):
+            yield from self.records.value("references", row)

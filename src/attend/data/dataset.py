@@ -1,0 +1,73 @@
+"""One dataset for every modality: examples read from the records and encoded stores, one row at a time."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+from torch.utils.data import Dataset
+
+from attend.data.store import ExampleStore
+
+
+def reference_offsets(encoded: ExampleStore) -> tuple[np.ndarray, np.ndarray]:
+    """(per row, the position of its first reference among all references; every reference's token count)."""
+    counts = encoded.list_lengths("target_lengths")
+    first = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
+    return first, encoded.list_values("target_lengths").astype(np.int64)
+
+
+def training_examples(encoded: ExampleStore) -> tuple[np.ndarray, np.ndarray]:
+    """(N, 2) [encoded row, reference index] of one example per reference of every row, and each one's target
+    token count (an image with five captions gives five examples)."""
+    counts = encoded.list_lengths("target_lengths").astype(np.int64)
+    rows = np.repeat(np.arange(len(counts), dtype=np.int64), counts)
+    first, sizes = reference_offsets(encoded)
+    which = np.arange(len(rows), dtype=np.int64) - np.repeat(first, counts)
+    return np.stack([rows, which], axis=1), sizes
+
+
+class StoreDataset(Dataset):
+    """The examples of one split: ``examples`` (N, 2) holds each one's encoded-store row and which of its record's
+    references is the target. Only that array and the sizes live in memory; rows are read from the memory-mapped
+    stores (a loader worker maps them again: stores pickle as their folder). ``plugin.example`` gives the source
+    side (and augments it in training); the target, ``id`` (the record's position in its split), ``source`` and
+    ``reference`` (every reference, for captions) are the same for every modality."""
+
+    def __init__(self, records: ExampleStore, encoded: ExampleStore, examples: np.ndarray, plugin, train: bool
+                 ) -> None:
+        self.records = records
+        self.encoded = encoded
+        self.examples = np.asarray(examples, dtype=np.int64).reshape(-1, 2)
+        self.plugin = plugin
+        self.train = train
+        self.record_rows = encoded.column("row").astype(np.int64)
+        first, sizes = reference_offsets(encoded)
+        self.target_sizes = sizes[first[self.examples[:, 0]] + self.examples[:, 1]] if len(self.examples) else sizes[:0]
+        self.unseen = "unseen" in encoded.column_names
+
+    def __len__(self) -> int:
+        return len(self.examples)
+
+    def __getitem__(self, index: int) -> dict[str, Any]:
+        row, which = (int(value) for value in self.examples[index])
+        record_row = int(self.record_rows[row])
+        example = self.plugin.example(self.encoded, row, self.records, record_row, self.train)
+        ids, lengths = self.encoded.ids("targets", row), self.encoded.ids("target_lengths", row)
+        start = sum(lengths[:which])
+        references = self.records.value("references", record_row)
+        example.update(
+            tgt=ids[start : start + lengths[which]],
+            id=self.records.value("index", record_row),
+            source=self.records.value(self.plugin.source_column, record_row),
+            reference=references if self.plugin.several_references else references[which],
+        )
+        if self.unseen:
+            example["unseen"] = self.encoded.value("unseen", row)
+        return example
+
+    def lengths(self) -> torch.Tensor:
+        """Bucketing length per example: the longer of source size and target (with bos/eos)."""
+        sources = self.encoded.column("source_size").astype(np.int64)[self.examples[:, 0]]
+        return torch.from_numpy(np.maximum(sources, self.target_sizes + 2))

@@ -1,0 +1,215 @@
+"""The data pipeline's contract, the same for every modality (text, images, audio): what ``DataModule`` promises
+whatever its plug-in. Modality specifics are in test_data_text.py, test_data_images.py and test_data_audio.py."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+import numpy as np
+import pytest
+import soundfile as sf
+
+import attend.data.audio.modality as audio_modality
+from attend.data import CharTokenizer, DataModule
+from attend.data.audio import JsonlManifest
+from attend.data.bad_samples import DataError, Skipped
+from attend.data.images import ShapeScenes
+from tests.data_modules import caption_datamodule, speech_datamodule, text_datamodule
+
+MODALITIES = ("text", "images", "audio")
+WORDS = "one two three four five six seven eight nine ten".split()
+
+
+class Counting:
+    """A source that counts how often it is read (its splits, its images) and yields one bad item in training."""
+
+    def __init__(self, source) -> None:
+        self.source = source
+        self.reads = 0
+
+    def settings(self) -> dict:
+        return self.source.settings() if hasattr(self.source, "settings") else {"name": "pairs"}
+
+    def splits(self) -> dict:
+        self.reads += 1
+        splits = {name: list(items) for name, items in self.source.splits().items()}
+        splits["train"].insert(1, Skipped("corpus.txt:2", "empty line", "line 2 of corpus.txt is empty"))
+        return splits
+
+    def load_image(self, record):
+        self.reads += 1
+        return self.source.load_image(record)
+
+
+class Pairs:
+    """Sentence pairs: the target is the source's words backwards, one of them longer than the rest."""
+
+    def splits(self) -> dict:
+        rng = np.random.default_rng(0)
+
+        def pairs(count: int) -> list[tuple[str, str]]:
+            out = []
+            for i in range(count):
+                words = list(rng.choice(WORDS, size=2 + i % 4))
+                out.append((" ".join(words), " ".join(reversed(words + (["ten"] * 8 if i == 3 else [])))))
+            return out
+
+        return {"train": pairs(24), "val": pairs(7), "test": pairs(5)}
+
+
+def write_audio(folder: Path, name: str, count: int) -> str:
+    """``count`` WAV files of tones and a JSON-lines manifest of them, with number-word transcripts (written
+    once: a file written again is a changed file, with stores of its own)."""
+    if (folder / f"{name}.jsonl").is_file():
+        return str(folder / f"{name}.jsonl")
+    folder.mkdir(parents=True, exist_ok=True)
+    lines = []
+    for i in range(count):
+        seconds = 0.3 + 0.1 * (i % 5)
+        t = np.arange(int(seconds * 16000)) / 16000
+        sf.write(folder / f"{name}{i}.wav", (0.3 * np.sin(2 * np.pi * (200 + 40 * i) * t)).astype(np.float32), 16000)
+        text = " ".join(WORDS[i % 10 : i % 10 + 1 + i % 3]) + (" nine" * 8 if i == 3 and name == "train" else "")
+        lines.append(json.dumps({"audio_filepath": f"{name}{i}.wav", "text": text, "duration": seconds}))
+    (folder / f"{name}.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return str(folder / f"{name}.jsonl")
+
+
+def build(modality: str, tmp_path: Path, cache: str = "cache", **options) -> DataModule:
+    """A fresh data module (and source) of a modality over the same data and cache folder."""
+    options = {"cache_dir": str(tmp_path / cache), "max_skip_fraction": 0.5, "batch_size": 4, "eval_batch_size": 3,
+               **options}
+    if modality == "text":
+        return text_datamodule(Counting(Pairs()), **options)
+    if modality == "images":
+        scenes = ShapeScenes(n_train=16, n_val=5, n_test=4, image_size=32, seed=3)
+        return caption_datamodule(Counting(scenes), **options)
+    audio = tmp_path / "audio"
+    manifest = JsonlManifest(train=write_audio(audio, "train", 12), val=write_audio(audio, "val", 4),
+                             test=write_audio(audio, "test", 3))
+    return speech_datamodule(Counting(manifest), tokenizer=CharTokenizer(), **options)
+
+
+@pytest.fixture(params=MODALITIES)
+def modality(request) -> str:
+    return request.param
+
+
+def started(datamodule: DataModule) -> DataModule:
+    datamodule.prepare_data()
+    datamodule.setup("fit")
+    return datamodule
+
+
+def batches(datamodule: DataModule, split: str) -> list[dict]:
+    return list(getattr(datamodule, f"{split}_dataloader")())
+
+
+def test_setup_is_idempotent(modality, tmp_path) -> None:
+    datamodule = started(build(modality, tmp_path))
+    datasets, skipped = dict(datamodule.datasets), datamodule.skipped
+    datamodule.setup("test")
+    assert datamodule.datasets == datasets and datamodule.skipped == skipped
+    assert datamodule.source.reads  # the first start read the source
+
+
+def test_a_cached_start_reads_no_source(modality, tmp_path, monkeypatch) -> None:
+    first = started(build(modality, tmp_path))
+    audio_reads = []
+    monkeypatch.setattr(audio_modality, "read_audio", lambda *a, **k: audio_reads.append(a) or 1 / 0)
+    second = started(build(modality, tmp_path))
+    assert second.source.reads == 0 and not audio_reads
+    assert not second.tokenizer.is_fitted or second.state_dict() == first.state_dict()
+    for split in ("train", "val", "test"):
+        assert [b["references"] for b in batches(second, split)[:2]] == [b["references"] for b in batches(first, split)[:2]]
+
+
+def longest_dropped(modality: str, tmp_path: Path) -> tuple[DataModule, int]:
+    """A data module without a length limit, and a ``max_target_len`` that leaves out its longest targets."""
+    unfiltered = started(build(modality, tmp_path))
+    return unfiltered, int(unfiltered.datasets["train"].target_sizes.max()) - 1
+
+
+def test_skips_are_counted_on_a_cached_start_as_on_the_first(modality, tmp_path, caplog) -> None:
+    unfiltered, limit = longest_dropped(modality, tmp_path)
+    long = int((unfiltered.datasets["train"].target_sizes > limit).sum())
+    with caplog.at_level(logging.WARNING, logger="attend.data"):
+        first = started(build(modality, tmp_path, cache="other", max_target_len=limit))
+    assert "corpus.txt:2" in caplog.text and "line 2 of corpus.txt is empty" in caplog.text
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="attend.data"):
+        second = started(build(modality, tmp_path, cache="other", max_target_len=limit))
+    assert "corpus.txt:2" in caplog.text and second.source.reads == 0
+    assert second.skipped == first.skipped and first.skipped["train"] == 1 + long  # the bad line and the long ones
+    assert first.bad_samples.reasons("train") == second.bad_samples.reasons("train")
+    assert second.skip_summary() == first.skip_summary()
+
+
+def test_too_many_skips_stop_the_run_on_a_cached_start_too(modality, tmp_path) -> None:
+    started(build(modality, tmp_path))
+    with pytest.raises(DataError, match="max_skip_fraction"):
+        started(build(modality, tmp_path, max_skip_fraction=0.0))
+    with pytest.raises(DataError, match="corpus.txt:2"):
+        started(build(modality, tmp_path, on_error="raise"))
+
+
+def test_the_length_filter_drops_long_training_examples_only(modality, tmp_path) -> None:
+    unfiltered, limit = longest_dropped(modality, tmp_path)
+    datamodule = started(build(modality, tmp_path, max_target_len=limit))
+    train = unfiltered.datasets["train"]
+    long = int((train.target_sizes > limit).sum())
+    assert long >= 1 and datamodule.dropped == long
+    assert len(datamodule.datasets["train"]) == len(train) - long
+    assert (datamodule.datasets["train"].target_sizes <= limit).all()
+    for split in ("val", "test"):
+        assert len(datamodule.datasets[split]) == len(unfiltered.datasets[split])
+    assert datamodule.bad_samples.reasons("train")["target over max_target_len"] == long
+
+
+def test_evaluation_loaders_are_sorted_complete_and_the_same_every_time(modality, tmp_path) -> None:
+    datamodule = started(build(modality, tmp_path))
+    for split in ("val", "test"):
+        dataset = datamodule.datasets[split]
+        seen = [batch["ids"].tolist() for batch in batches(datamodule, split)]
+        assert sorted(i for ids in seen for i in ids) == sorted(dataset[i]["id"] for i in range(len(dataset)))
+        lengths = [max(int(b["tgt_lengths"].max()), int(b["src_lengths"].max()) if "src_lengths" in b else 0)
+                   for b in batches(datamodule, split)]
+        assert lengths == sorted(lengths)
+        assert [batch["ids"].tolist() for batch in batches(datamodule, split)] == seen
+
+
+def test_a_checkpoint_s_tokenizers_reuse_the_stores_training_prepared(modality, tmp_path, monkeypatch) -> None:
+    trained = started(build(modality, tmp_path))
+    evaluating = build(modality, tmp_path)
+    evaluating.load_state_dict(trained.state_dict())
+    monkeypatch.setattr(type(evaluating.plugin), "encode", lambda *a: pytest.fail("encoded again"))
+    started(evaluating)
+    assert {s: e.folder for s, e in evaluating.encoded.items()} == {s: e.folder for s, e in trained.encoded.items()}
+    assert evaluating.source.reads == 0
+
+
+@pytest.mark.parametrize("store", ["records", "encoded"])
+def test_a_damaged_store_file_is_named_and_rebuilt(modality, store, tmp_path, caplog) -> None:
+    first = started(build(modality, tmp_path))
+    expected = [first.datasets["train"][i]["tgt"] for i in range(5)]
+    shard = sorted(getattr(first, store)["train"].folder.glob("shard-*.arrow"))[0]
+    del first  # its mapping of the shard would fault once the file is cut short
+    shard.write_bytes(shard.read_bytes()[: shard.stat().st_size // 2])
+    with caplog.at_level(logging.WARNING, logger="attend.data"):
+        second = started(build(modality, tmp_path))
+    assert "is damaged" in caplog.text and "shard-00000.arrow" in caplog.text
+    assert [second.datasets["train"][i]["tgt"] for i in range(5)] == expected
+
+
+def test_every_batch_has_the_shared_fields(modality, tmp_path) -> None:
+    datamodule = started(build(modality, tmp_path))
+    batch = next(iter(datamodule.train_dataloader()))
+    tokenizer = datamodule.tokenizer
+    for row in range(batch["tgt"].shape[0]):
+        length = int(batch["tgt_lengths"][row])
+        assert batch["tgt"][row, 0] == tokenizer.bos_id and batch["tgt"][row, length - 1] == tokenizer.eos_id
+        assert (batch["tgt"][row, length:] == tokenizer.pad_id).all()
+    assert len(batch["sources"]) == len(batch["references"]) == batch["ids"].shape[0] == batch["src"].shape[0]
+    assert batch["num_target_tokens"] == int((batch["tgt_lengths"] - 1).sum())
+    assert datamodule.example_batch(2)["tgt"].shape[0] == 2
