@@ -13,11 +13,12 @@ from babel import Locale
 from babel.dates import format_date
 from torchmetrics.utilities.data import dim_zero_sum
 
-from attend.data import CharTokenizer, DatePairs, ParallelText, TranslationDataModule, WordTokenizer
+from attend.data import CharTokenizer, DatePairs, ParallelText, WordTokenizer
 from attend.data.text.date_alignment import date_pieces, iso_alignment, normalized_positions
 from attend.data.text.dates import DEFAULT_FORMATS, DEFAULT_LOCALES, WrittenDate
 from attend.metrics import AlignmentError, AttentionEntropy, CoverageDeficit, Decoded
 from attend.search import SearchResult
+from tests.data_modules import text_datamodule
 
 MULTI30K = Path(__file__).parent / "fixtures" / "multi30k"
 
@@ -175,21 +176,23 @@ def test_field_by_field_rebuild_equals_format_date_for_every_locale_and_format(l
         assert not month.isdigit() or int(month) == date.month
 
 
-def test_date_pairs_alignments_match_their_splits():
+def test_date_pairs_carry_their_alignments_in_val_and_test():
     source = DatePairs(n_train=200, n_val=30, n_test=30, seed=7)
     splits = source.splits()
-    for split in ("train", "val", "test"):
-        alignments = source.alignments(split)
-        assert len(alignments) == len(splits[split])
-        for (written, iso), alignment in zip(splits[split], alignments, strict=True):
+    assert all(len(pair) == 2 for pair in splits["train"])  # only the scored splits need alignments
+    assert not hasattr(source, "alignments")
+    for split in ("val", "test"):
+        assert len(splits[split]) == 30
+        for written, iso, alignment in splits[split]:
             assert len(alignment) == len(iso) == 10
-            day = spans_text(written, alignment)[8]
-            assert int(day) == int(iso[8:])
+            year, month, day = (spans_text(written, alignment)[i] for i in (0, 5, 8))
+            assert int(day) == int(iso[8:]) and iso[:4].endswith(year)
+            assert not month.isdigit() or int(month) == int(iso[5:7])
 
 
 # batches --------------------------------------------------------------------------------------
 def test_val_and_test_batches_carry_alignments_onto_source_character_positions():
-    dm = TranslationDataModule(DatePairs(n_train=300, n_val=20, n_test=20, seed=5), CharTokenizer(), CharTokenizer())
+    dm = text_datamodule(DatePairs(n_train=300, n_val=20, n_test=20, seed=5), CharTokenizer(), CharTokenizer())
     dm.setup("fit")
     assert "alignments" not in next(iter(dm.train_dataloader()))  # only scored splits need them
     for loader in (dm.val_dataloader(), dm.test_dataloader()):
@@ -198,14 +201,14 @@ def test_val_and_test_batches_carry_alignments_onto_source_character_positions()
             rows = zip(batch["sources"], batch["references"], batch["alignments"], strict=True)
             for i, (source, reference, alignment) in enumerate(rows):
                 # one id per character and no bos/eos on the source: memory position j is source character j
-                assert int(batch["src_lengths"][i]) == len(source) == len(dm.src_tokenizer.encode(source))
-                assert batch["src"][i, : len(source)].tolist() == dm.src_tokenizer.encode(source)
+                assert int(batch["src_lengths"][i]) == len(source) == len(dm.plugin.tokenizer.encode(source))
+                assert batch["src"][i, : len(source)].tolist() == dm.plugin.tokenizer.encode(source)
                 assert len(alignment) == len(reference)
                 assert all(span is None or 0 <= span[0] < span[1] <= len(source) for span in alignment)
 
 
 def test_sources_without_alignments_give_batches_without_them():
-    dm = TranslationDataModule(ParallelText(MULTI30K), WordTokenizer(), WordTokenizer(), batch_size=4)
+    dm = text_datamodule(ParallelText(MULTI30K), WordTokenizer(), WordTokenizer(), batch_size=4)
     dm.setup("fit")
     assert "alignments" not in next(iter(dm.val_dataloader()))
 
