@@ -14,8 +14,9 @@ from hydra import compose, initialize_config_dir
 from hydra.utils import get_class, instantiate
 from omegaconf import OmegaConf, open_dict
 
-from attend.builder import ConfigError, build_encoder, check_config
+from attend.builder import build_encoder
 from attend.memory import Memory
+from attend.run.config_checks import ConfigError, check_config
 from attend.run.config_types import type_errors
 from tests.conftest import ROOT
 
@@ -56,7 +57,7 @@ def test_every_combination_composes_and_instantiates(task, attention, decoder, e
     assert cfg.hydra.runtime.choices.decoder == decoder  # the command line beats the task bundle
     assert cfg.hydra.runtime.choices.encoder == encoder
     cfg = resolve_paths(cfg)
-    modality = get_class(cfg.data._target_).modality
+    modality = get_class(cfg.data.modality._target_).name  # the data module's plug-in says what it gives
     reads = get_class(cfg.encoder._target_).modality  # None: any modality (encoder=transformer)
     if reads not in (None, modality):
         with pytest.raises(ConfigError, match=f"gives {modality}: choose an {modality} encoder"):
@@ -87,9 +88,10 @@ def test_every_option_of_each_group_composes(group):
 
 
 def test_a_value_of_the_wrong_type_is_named_with_its_key():
-    cfg = resolve_paths(compose_train(["encoder.hidden_size=abc", "data.batch_size=1.5", "trainer.max_epochs=ten"]))
+    overrides = ["encoder.hidden_size=abc", "data.loader.batch_size=1.5", "trainer.max_epochs=ten"]
+    cfg = resolve_paths(compose_train(overrides))
     assert type_errors(cfg) == [
-        "data.batch_size must be int, not 1.5: set data.batch_size=<int>",
+        "data.loader.batch_size must be int, not 1.5: set data.loader.batch_size=<int>",
         "encoder.hidden_size must be int, not 'abc': set encoder.hidden_size=<int>",
         "trainer.max_epochs must be int or null, not 'ten': set trainer.max_epochs=<int or null>",
     ]

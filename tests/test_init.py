@@ -54,7 +54,7 @@ def test_pytorch_defaults_are_left_alone_and_unknown_schemes_refused():
 
 def test_an_unknown_scheme_stops_at_start_up_by_name():
     """model.init and model.loss_normalization are named choices: checked with the config, before any data."""
-    from attend.builder import ConfigError, check_config
+    from attend.run.config_checks import ConfigError, check_config
     from tests.test_config import compose_train, resolve_paths
 
     for override, expected in (("model.init=orthogonal", "model.init must be one of xavier, pytorch"),

@@ -17,8 +17,8 @@ from lightning.pytorch.callbacks import ModelCheckpoint
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
+from attend.callbacks import FitScheduleToTime
 from attend.optim import WarmupCosine, set_horizon, warmup_cosine
-from attend.time_budget import FitScheduleToTime
 
 BATCHES = 5
 STEP_SECONDS = 0.06

@@ -8,20 +8,16 @@ from typing import Literal
 
 import lightning as L
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 from torchmetrics import MeanMetric, Metric
 
 from attend.attention import AttentionOutput
 from attend.init import initialize
 from attend.metrics import Decoded
+from attend.objective import LOSS_NAMES, Normalization, check_objective_options, combine, cross_entropy, ctc_loss
 from attend.reinforce import Reinforce
 
 log = logging.getLogger(__name__)
-# checkpoint key of each tokenizer role, as the data modules' load_state_dict reads them
-TOKENIZER_STATE_KEYS = {"source": "src_tokenizer", "target": "tgt_tokenizer"}
-# what validation and test log of the objective: {stage}/{name}
-LOSS_NAMES = ("loss", "attention_penalty", "ctc", "reinforce")
 
 
 class NonFiniteLossError(RuntimeError):
@@ -42,20 +38,20 @@ def compile_in_place(model: nn.Module, parts: Sequence[str], options: dict) -> N
 class Seq2Seq(L.LightningModule):
     """Cross-entropy training with label smoothing; validation and test metrics on decoded text.
 
-    ``tokenizers`` maps "target" (and "source" for text sources) to tokenizer objects; their
-    states and the run's resolved config are saved in every checkpoint, so evaluation rebuilds
-    both without training data. Every metric is ``update(decoded)`` with the ``Decoded`` batch (the
-    batch, the search's result and the hypotheses); the progress bar shows the first metric that
-    declares ``headline``. The decoder declares ``samples_attention`` (the REINFORCE term is kept
-    then) and ``attention_penalty`` (None: no penalty). With ``ctc_weight`` lambda > 0 the objective
-    is (1 - lambda) * attention loss + lambda * CTC loss of the encoder output.
-    ``loss_normalization`` (tokens, sentences) divides the summed cross-entropy by the batch's target
-    tokens or by its sentences. ``init`` (xavier, pytorch) initialises the parameters
-    (``attend.init.initialize``; a pretrained backbone keeps its weights). ``compile_parts``
-    (e.g. ["encoder"]) are compiled with ``torch.compile(**compile_options)``.
-    A training step whose loss is NaN or inf is skipped (no backward, no update; counted in
-    ``train/nonfinite_skipped``); ``max_nonfinite_steps`` in a row stop the run (0: no check, which
-    saves a host synchronisation per step).
+    ``tokenizers`` maps "target" (and "source" for text sources) to tokenizer objects. Every checkpoint holds
+    the run's resolved config (``checkpoint["attend"]["config"]``) and, through Lightning, the data module's
+    state with the tokenizers, so evaluation rebuilds both without training data. Every metric is
+    ``update(decoded)`` with the ``Decoded`` batch (the batch, the search's result and the hypotheses); the
+    progress bar shows the first metric that declares ``headline``. The decoder declares
+    ``samples_attention`` (the REINFORCE term is kept then) and ``attention_penalty`` (None: no penalty).
+    The loss terms and how they add up are ``attend.objective``: with ``ctc_weight`` lambda > 0 the objective
+    is (1 - lambda) * attention loss + lambda * CTC loss of the encoder output; ``loss_normalization``
+    (tokens, sentences) divides the summed cross-entropy by the batch's target tokens or by its sentences.
+    ``init`` (xavier, pytorch) initialises the parameters (``attend.init.initialize``; a pretrained backbone
+    keeps its weights). ``compile_parts`` (e.g. ["encoder"]) are compiled with
+    ``torch.compile(**compile_options)``. A training step whose loss is NaN or inf is skipped (no backward, no
+    update; counted in ``train/nonfinite_skipped``); ``max_nonfinite_steps`` in a row stop the run (0: no
+    check, which saves a host synchronisation per step).
     """
 
     def __init__(
@@ -76,7 +72,7 @@ class Seq2Seq(L.LightningModule):
         compile_options: dict | None = None,
         max_nonfinite_steps: int = 5,
         init: Literal["xavier", "pytorch"] = "xavier",
-        loss_normalization: Literal["tokens", "sentences"] = "tokens",
+        loss_normalization: Normalization = "tokens",
     ) -> None:
         super().__init__()
         self.encoder = encoder
@@ -87,12 +83,9 @@ class Seq2Seq(L.LightningModule):
         self.scheduler_factory = scheduler
         self.val_search = val_search
         self.test_search = test_search
+        check_objective_options(ctc_weight, loss_normalization)
         self.label_smoothing = label_smoothing
-        if loss_normalization not in ("tokens", "sentences"):
-            raise ValueError(f"model.loss_normalization must be tokens or sentences, got {loss_normalization!r}")
         self.loss_normalization = loss_normalization
-        if not 0.0 <= ctc_weight <= 1.0:
-            raise ValueError(f"model.ctc_weight is a mixing weight in [0, 1], got {ctc_weight}")
         self.ctc_weight = ctc_weight
         # hybrid CTC/attention (Watanabe et al. 2017, ESPnet): a CTC output layer on the encoder, blank = pad id
         self.ctc_head = nn.Linear(encoder.output_dim, self.target_tokenizer.vocab_size) if ctc_weight > 0 else None
@@ -125,18 +118,10 @@ class Seq2Seq(L.LightningModule):
         return self.decoder(batch["tgt"][:, :-1], self.encode(batch))
 
     def loss(self, logits: Tensor, tgt_out: Tensor) -> Tensor:
-        """Label-smoothed cross-entropy: the mean over target tokens, or with ``loss_normalization=sentences``
-        the sum over a sentence's tokens averaged over the batch (JoeyNMT's ``normalization: batch``)."""
-        total = F.cross_entropy(
-            logits.float().flatten(0, 1),
-            tgt_out.flatten(),
-            ignore_index=self.target_tokenizer.pad_id,
-            label_smoothing=self.label_smoothing,
-            reduction="sum",
+        """Label-smoothed cross-entropy of logits (B, T, V), normalised as ``loss_normalization`` says."""
+        return cross_entropy(
+            logits, tgt_out, self.target_tokenizer.pad_id, self.label_smoothing, self.loss_normalization
         )
-        if self.loss_normalization == "sentences":
-            return total / tgt_out.size(0)
-        return total / (tgt_out != self.target_tokenizer.pad_id).sum().clamp(min=1)
 
     @torch.no_grad()
     def decode(self, batch: dict, search: Callable) -> Decoded:
@@ -169,23 +154,12 @@ class Seq2Seq(L.LightningModule):
     def ctc_loss(self, memory, tgt: Tensor) -> Tensor:
         """CTC loss of the target ids (without bos/eos) given the encoder's frames, per target token."""
         tok = self.target_tokenizer
-        log_probs = torch.log_softmax(self.ctc_head(memory.values).float(), dim=-1)  # (B, S, V)
-        labels = (tgt != tok.pad_id) & (tgt != tok.bos_id) & (tgt != tok.eos_id)  # (B, T)
-        return F.ctc_loss(
-            log_probs.transpose(0, 1),  # (S, B, V)
-            tgt[labels],  # the labels of all rows, concatenated
-            memory.lengths,
-            labels.sum(dim=1),
-            blank=tok.pad_id,
-            zero_infinity=True,  # a target longer than its frames gives no gradient instead of inf
-        )
+        frame_logits = self.ctc_head(memory.values)  # (B, S, V)
+        return ctc_loss(frame_logits, memory.lengths, tgt, tok.pad_id, tok.bos_id, tok.eos_id)
 
     def objective(self, losses: dict[str, Tensor]) -> Tensor:
         """The training loss from its parts."""
-        attention_loss = losses["cross_entropy"] + losses.get("attention_penalty", 0.0) + losses.get("reinforce", 0.0)
-        if "ctc" not in losses:
-            return attention_loss
-        return (1.0 - self.ctc_weight) * attention_loss + self.ctc_weight * losses["ctc"]
+        return combine(losses, self.ctc_weight)
 
     def teacher_forced_loss(self, batch: dict) -> Tensor:
         """The training objective of a batch."""
@@ -303,9 +277,5 @@ class Seq2Seq(L.LightningModule):
             nn.utils.clip_grad_norm_(self.parameters(), gradient_clip_val)
 
     def on_save_checkpoint(self, checkpoint: dict) -> None:
-        checkpoint["attend"] = {
-            "config": self.run_config,
-            "tokenizers": {
-                TOKENIZER_STATE_KEYS[role]: tokenizer.state_dict() for role, tokenizer in self.tokenizers.items()
-            },
-        }
+        # the tokenizers are not copied here: Lightning saves them with the data module's state_dict
+        checkpoint["attend"] = {"config": self.run_config}

@@ -1,7 +1,7 @@
 """Learning-rate schedules, built from config as partials completed with the total step count.
 
 Each schedule is a ``LambdaLR`` over a small factor object whose ``total_steps`` (the horizon) can be
-moved after the run has started: ``attend.time_budget.FitScheduleToTime`` sets it to the steps that fit
+moved after the run has started: ``attend.callbacks.FitScheduleToTime`` sets it to the steps that fit
 in ``trainer.max_time``. A moved cosine goes on from the rate it has reached, so the rate never jumps.
 LambdaLR saves the object's fields in checkpoints, so a resumed run keeps them.
 """

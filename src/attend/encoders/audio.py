@@ -153,7 +153,7 @@ class AudioEncoder(nn.Module):
         if features.dim() != 3 or features.size(-1) != self.input_dim:
             raise ValueError(
                 f"audio features must be (batch, frames, {self.input_dim}), got {tuple(features.shape)}: "
-                f"data.frontend.n_mels and encoder.input_dim must agree"
+                f"data.modality.frontend.n_mels and encoder.input_dim must agree"
             )
         cpu_lengths = lengths.cpu()
         if cpu_lengths.numel() != features.size(0) or bool((cpu_lengths > features.size(1)).any()):

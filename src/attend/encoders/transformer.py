@@ -83,7 +83,7 @@ class AudioStem(nn.Module):
         if features.dim() != 3 or features.size(-1) != self.input_dim:
             raise ValueError(
                 f"audio features must be (batch, frames, {self.input_dim}), got {tuple(features.shape)}: "
-                f"data.frontend.n_mels and encoder.input_dim must agree"
+                f"data.modality.frontend.n_mels and encoder.input_dim must agree"
             )
         if bool((lengths < 1).any()):
             raise ValueError(f"an utterance has {int(lengths.min())} frames; the transformer encoder needs at least 1")

@@ -1,10 +1,11 @@
 """Metrics, all ``update(decoded: Decoded)``: text metrics read the hypotheses and references, attention
 metrics the batch and the search's result. Those that may headline the progress bar declare ``headline``."""
 
+from attend.caption_tokens import caption_tokens
 from attend.metrics.alignment import MonotoneAlignment
 from attend.metrics.alignment_error import AlignmentError
 from attend.metrics.base import Decoded
-from attend.metrics.caption import CaptionBLEU, CIDErD, caption_tokens
+from attend.metrics.caption import CaptionBLEU, CIDErD
 from attend.metrics.diagnostics import AttentionEntropy, CoverageDeficit
 from attend.metrics.grounding import Grounding, box_cells
 from attend.metrics.object_mass import ObjectArea, ObjectMass, cell_coverage

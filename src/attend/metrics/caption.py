@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from collections import Counter
 from collections.abc import Callable
 from typing import Any
@@ -15,14 +14,8 @@ from torchmetrics import Metric
 from torchmetrics.utilities import dim_zero_cat
 from torchmetrics.utilities.distributed import gather_all_tensors
 
+from attend.caption_tokens import caption_tokens
 from attend.metrics.base import Decoded
-
-WORD_RE = re.compile(r"\w+(?:['’]\w+)*")
-
-
-def caption_tokens(text: str) -> list[str]:
-    """Lower-cased words without punctuation, as the COCO caption evaluation compares them."""
-    return WORD_RE.findall(text.lower())
 
 
 def _reference_lists(target: list) -> list[list[str]]:

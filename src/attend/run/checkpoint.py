@@ -1,4 +1,4 @@
-"""Load an Attend checkpoint and rebuild its model and data from the config saved inside it."""
+"""Load an Attend checkpoint and rebuild its model and data from the config and tokenizers saved inside it."""
 
 from __future__ import annotations
 
@@ -7,7 +7,9 @@ from pathlib import Path
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from attend.builder import ConfigError, build_datamodule, build_model
+from attend.builder import build_datamodule, build_model
+from attend.data.options import upgrade
+from attend.run.config_checks import ConfigError
 
 
 def load_checkpoint(path: str | Path) -> dict:
@@ -22,18 +24,32 @@ def load_checkpoint(path: str | Path) -> dict:
     except Exception as error:  # a truncated or foreign file: say which and why
         raise ConfigError(f"cannot read checkpoint {str(path)!r}: {error}") from error
     if "attend" not in checkpoint:
-        raise ConfigError(
-            f"{str(path)!r} is not an Attend checkpoint (it has no saved config and vocabulary)"
-        )
+        raise ConfigError(f"{str(path)!r} is not an Attend checkpoint (it has no saved run config)")
+    datamodule_state(checkpoint, path)  # refused here, before anything is built
     return checkpoint
+
+
+def datamodule_state(checkpoint: dict, path: str | Path | None = None) -> dict:
+    """The data module's state (``{"tgt_tokenizer": ..., "src_tokenizer": ...}`` for text sources) that Lightning
+    saves under the module's class name, whatever that name is; for checkpoints written before the tokenizers
+    were saved only there, the model's copy in ``checkpoint["attend"]["tokenizers"]``."""
+    for value in checkpoint.values():
+        if isinstance(value, dict) and "tgt_tokenizer" in value:
+            return value
+    copy = checkpoint.get("attend", {}).get("tokenizers")
+    if copy is None:
+        name = repr(str(path)) if path is not None else "the checkpoint"
+        raise ConfigError(f"{name} holds no tokenizers: neither a data module's state nor attend.tokenizers")
+    return copy
 
 
 def restore(checkpoint: dict, overrides: dict | None = None):
     """(config, datamodule, model) of a checkpoint; ``overrides`` are dotted keys set on the saved config."""
     config: DictConfig = OmegaConf.create(checkpoint["attend"]["config"])
+    config.data = upgrade(config.data)  # a data config saved before the data modules became one
     for key, value in (overrides or {}).items():
         OmegaConf.update(config, key, value, force_add=True)
-    datamodule = build_datamodule(config, tokenizer_states=checkpoint["attend"]["tokenizers"])
+    datamodule = build_datamodule(config, tokenizer_states=datamodule_state(checkpoint))
     model = build_model(config, datamodule)
     model.load_state_dict(checkpoint["state_dict"])
     model.eval()

@@ -11,7 +11,7 @@ from pathlib import Path
 import lightning as L
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from attend.builder import check_config
+from attend.run.config_checks import check_config
 from attend.run.distributed import in_a_sweep, is_global_zero, one_job_of_a_sweep, relaunch_ranks_as_this_job
 from attend.run.loggers import configure_tensorboard
 from attend.run.parallel_jobs import device_slot

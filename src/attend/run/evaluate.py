@@ -9,9 +9,9 @@ import lightning as L
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from attend.builder import check_config
 from attend.callbacks import AttentionPlots
 from attend.run.checkpoint import load_checkpoint, restore
+from attend.run.config_checks import check_config
 from attend.run.summary import write_results
 
 

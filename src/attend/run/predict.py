@@ -7,12 +7,12 @@ from pathlib import Path
 from hydra.utils import instantiate
 from omegaconf import DictConfig
 
-from attend.builder import ConfigError, check_config
 from attend.callbacks import draw_attention
 from attend.data.audio import AudioReadError
 from attend.data.images import ImageReadError
 from attend.plots import close_figure
 from attend.run.checkpoint import load_checkpoint, restore
+from attend.run.config_checks import ConfigError, check_config
 from attend.run.evaluate import search_overrides
 
 

@@ -12,7 +12,7 @@ import numpy as np
 import torch
 from lightning.fabric.utilities.seed import _collect_rng_states, _set_rng_states
 
-from attend.builder import ConfigError
+from attend.run.config_checks import ConfigError
 
 log = logging.getLogger(__name__)
 CHECKPOINT_KEY = "attend_resume"
@@ -45,7 +45,7 @@ class ResumePosition(L.Callback):
             sampler.resume_after(self.resume_batches)
             log.info("resuming epoch %d after its first %d batches", trainer.current_epoch, self.resume_batches)
         else:
-            log.warning("the training data loader cannot skip batches (data.bucket=false): the resumed "
+            log.warning("the training data loader cannot skip batches (data.loader.bucket=false): the resumed "
                         "epoch starts again from its first batch")
         self.batches_this_epoch, self.resume_batches = self.resume_batches, 0
 

@@ -1,9 +1,8 @@
-"""Callbacks: attention plots and samples every validation epoch, tokens per second."""
+"""The attention plots and samples of some examples every validation epoch, and the loggers that show them."""
 
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
@@ -125,27 +124,3 @@ def draw_attention(
 def reference_text(reference: str | list[str]) -> str:
     """One reference, or several joined by " | " (captions), for tables and TSV files."""
     return reference if isinstance(reference, str) else " | ".join(reference)
-
-
-class TokensPerSecond(L.Callback):
-    """Shows non-padding target tokens per second (wall clock, data loading included) in the progress bar."""
-
-    def __init__(self, smoothing: float = 0.9) -> None:
-        self.smoothing = smoothing
-        self.rate: float | None = None
-        self.last: float | None = None
-
-    def on_train_epoch_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        self.last = time.perf_counter()
-
-    def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        self.last = time.perf_counter()  # validation time is not training time
-
-    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
-        now = time.perf_counter()
-        elapsed, self.last = now - (self.last or now), now
-        if elapsed <= 0:
-            return
-        rate = batch["num_target_tokens"] / elapsed
-        self.rate = rate if self.rate is None else self.smoothing * self.rate + (1 - self.smoothing) * rate
-        pl_module.log("train/tok_s", self.rate, prog_bar=True, on_step=True, on_epoch=False, batch_size=1)

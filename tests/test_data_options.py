@@ -1,0 +1,83 @@
+"""Renamed data options: the old spelling is a start-up error naming the new one, and an old checkpoint's saved
+data config is upgraded to today's form."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+from hydra.utils import instantiate
+from omegaconf import OmegaConf
+
+from attend.data import AudioModality, TextModality
+from attend.data.options import upgrade
+from attend.run.config_checks import ConfigError, check_config
+from tests.test_config import resolve_paths
+
+CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
+
+
+def composed(*overrides: str):
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        return resolve_paths(compose("train", overrides=list(overrides), return_hydra_config=True))
+
+
+@pytest.mark.parametrize(("override", "named"), [
+    ("+data.batch_size=8", "data.batch_size is now data.loader.batch_size"),
+    ("+data.max_frames=100", "data.max_frames is now data.loader.max_tokens"),
+    ("+data.max_duration=20", "data.max_duration is now data.max_source_len (in feature frames"),
+    ("+data.src_tokenizer.vocab_size=10", "data.src_tokenizer is now data.modality.tokenizer"),
+    ("+data.source.num_train=10", "data.source.num_train is now data.source.n_train"),
+])
+def test_an_old_spelling_is_refused_with_the_new_name(override, named) -> None:
+    with pytest.raises(ConfigError, match="renamed") as error:
+        check_config(composed(override))
+    assert named in str(error.value)
+
+
+def test_an_unknown_data_option_is_refused_by_name() -> None:
+    with pytest.raises(ConfigError, match="no option batchsize"):
+        check_config(composed("+data.batchsize=3"))
+
+
+def test_every_data_config_composes_checks_and_builds_its_modality() -> None:
+    for task, data in [("mt", "ding_de_en"), ("mt", "dates"), ("caption", "shapes"), ("caption", "tuxpaint"),
+                       ("caption", "emoji"), ("asr", "espeak_en"), ("asr", "tuxpaint_speech")]:
+        cfg = composed(f"task={task}", f"data={data}")
+        check_config(cfg)
+        assert cfg.data._target_ == "attend.data.DataModule" and cfg.data.loader.batch_size > 0
+        instantiate(cfg.data.modality)
+
+
+def test_an_old_translation_config_is_upgraded() -> None:
+    old = OmegaConf.create({
+        "_target_": "attend.data.TranslationDataModule",
+        "source": {"_target_": "attend.data.DingPairs", "cache_dir": "x"},
+        "src_tokenizer": {"_target_": "attend.data.CharTokenizer"},
+        "tgt_tokenizer": {"_target_": "attend.data.WordTokenizer"},
+        "batch_size": 64, "max_tokens": 640, "bucket": True, "max_source_len": 100, "num_workers": 0, "seed": 1,
+    })
+    new = upgrade(old)
+    assert new._target_ == "attend.data.DataModule" and "cache_dir" not in new.source
+    assert new.modality._target_ == "attend.data.TextModality"
+    assert new.modality.tokenizer == {"_target_": "attend.data.CharTokenizer"}
+    assert new.tokenizer._target_ == "attend.data.WordTokenizer"
+    assert new.loader == {"batch_size": 64, "max_tokens": 640, "bucket": True, "num_workers": 0}
+    assert new.max_source_len == 100 and new.seed == 1
+    assert upgrade(new) is new  # today's form is left as it is
+
+
+def test_an_old_speech_config_is_upgraded_to_frames() -> None:
+    old = OmegaConf.create({
+        "_target_": "attend.data.SpeechDataModule", "source": {"_target_": "x", "num_train": 5},
+        "tokenizer": {"_target_": "attend.data.CharTokenizer"}, "max_duration": 20.0, "max_transcript_chars": 400,
+        "max_frames": None, "precompute": True,
+        "frontend": {"_target_": "attend.data.LogMelFrontEnd", "hop_ms": 10.0},
+    })
+    new = upgrade(old)
+    assert new.max_source_len == 2000 and new.max_target_len == 400 and new.source.n_train == 5
+    assert new.modality.frontend.hop_ms == 10.0 and new.modality.precompute and new.loader.max_tokens is None
+    modality = instantiate(new.modality)
+    assert isinstance(modality, AudioModality) and modality.frontend.hop_ms == 10.0
+    assert isinstance(instantiate({"_target_": "attend.data.TextModality", "tokenizer": new.tokenizer}), TextModality)
