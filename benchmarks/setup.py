@@ -10,20 +10,21 @@ import torch
 from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig
 
-from attend.builder import build_datamodule, check_config
+from attend.builder import build_datamodule
 from attend.data.bucketing import BucketBatchSampler
-from attend.data.text.dataset import TranslationDataset
+from attend.data.dataset import StoreDataset
+from attend.run.config_checks import check_config
 
 ROOT = Path(__file__).resolve().parents[1]
 # the fixed benchmark model on the default Ding German->English data: 8k SentencePiece units each side,
 # embeddings 256, a bidirectional GRU encoder of 2 x 256, a GRU decoder of 512, additive attention; the
 # decoder flow is the MT task's default (Luong without input feeding: the RNN runs over all steps at once)
 MODEL_OVERRIDES = [
-    "data.src_tokenizer.vocab_size=8000",
-    "data.tgt_tokenizer.vocab_size=8000",
+    "data.modality.tokenizer.vocab_size=8000",
+    "data.tokenizer.vocab_size=8000",
     "data.max_source_len=50",
     "data.max_target_len=50",
-    "data.batch_size=64",
+    "data.loader.batch_size=64",
     "encoder.embedding_dim=256",
     "encoder.hidden_size=256",
     "encoder.num_layers=1",
@@ -43,7 +44,7 @@ QUICK_OVERRIDES = [
     "data.source.n_train=3000",
     "data.source.n_val=100",
     "data.source.n_test=20",
-    "data.batch_size=16",
+    "data.loader.batch_size=16",
     "encoder.embedding_dim=16",
     "encoder.hidden_size=16",
     "encoder.num_layers=1",
@@ -83,11 +84,11 @@ class Data:
     """The prepared data module and its train and validation pairs within the length range."""
 
     datamodule: object
-    train: TranslationDataset
-    val: TranslationDataset
+    train: StoreDataset
+    val: StoreDataset
 
     def collate(self, examples: list[dict]) -> dict:
-        return self.datamodule._collate()(examples)
+        return self.datamodule.collate()(examples)
 
 
 def prepare_data(cfg: DictConfig, min_len: int, max_len: int) -> Data:
@@ -96,9 +97,9 @@ def prepare_data(cfg: DictConfig, min_len: int, max_len: int) -> Data:
     datamodule = build_datamodule(cfg)
     datamodule.prepare_data()
     datamodule.setup("fit")
-    train = within(datamodule.train_dataset, min_len, max_len)
-    val = within(datamodule.val_dataset, min_len, max_len)
-    if len(train) < cfg.data.batch_size or not len(val):
+    train = within(datamodule.datasets["train"], min_len, max_len)
+    val = within(datamodule.datasets["val"], min_len, max_len)
+    if len(train) < cfg.data.loader.batch_size or not len(val):
         raise RuntimeError(
             f"only {len(train)} training and {len(val)} validation pairs have {min_len}-{max_len} tokens on "
             f"both sides: widen --min-len/--max-len or choose other data"
@@ -106,18 +107,11 @@ def prepare_data(cfg: DictConfig, min_len: int, max_len: int) -> Data:
     return Data(datamodule, train, val)
 
 
-def within(dataset: TranslationDataset, min_len: int, max_len: int) -> TranslationDataset:
+def within(dataset: StoreDataset, min_len: int, max_len: int) -> StoreDataset:
     """The pairs of ``dataset`` with ``min_len`` to ``max_len`` tokens on both sides (target without bos/eos)."""
-    src, tgt = dataset.side_lengths("src"), dataset.side_lengths("tgt")
-    keep = ((src >= min_len) & (src <= max_len) & (tgt >= min_len) & (tgt <= max_len)).nonzero().flatten().tolist()
-    examples = [dataset[i] for i in keep]
-    return TranslationDataset.from_pairs(
-        src=[e["src"] for e in examples],
-        tgt=[e["tgt"] for e in examples],
-        sources=[e["source"] for e in examples],
-        references=[e["reference"] for e in examples],
-        ids=[e["id"] for e in examples],
-    )
+    src, tgt = dataset.encoded.column("source_size")[dataset.examples[:, 0]], dataset.target_sizes
+    keep = (src >= min_len) & (src <= max_len) & (tgt >= min_len) & (tgt <= max_len)
+    return StoreDataset(dataset.records, dataset.encoded, dataset.examples[keep], dataset.plugin, dataset.train)
 
 
 def bucketed_batches(data: Data, batch_size: int, count: int, seed: int) -> list[dict]:
@@ -143,7 +137,7 @@ def random_batches(data: Data, batch_size: int, count: int, seed: int) -> list[d
     return batches
 
 
-def sorted_batches(dataset: TranslationDataset, collate, batch_size: int, count: int) -> list[list[dict]]:
+def sorted_batches(dataset: StoreDataset, collate, batch_size: int, count: int) -> list[list[dict]]:
     """The first ``count`` examples of ``dataset`` in length-sorted batches (as val/test are decoded)."""
     subset = list(range(min(count, len(dataset))))
     lengths = dataset.lengths()[subset]

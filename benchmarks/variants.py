@@ -51,7 +51,7 @@ class Bench:
     def prepare(cls, overrides: list[str], min_len: int, max_len: int, count: int, device: str) -> Bench:
         cfg = load_config(overrides)
         data = prepare_data(cfg, min_len, max_len)
-        size, seed = cfg.data.batch_size, cfg.seed
+        size, seed = cfg.data.loader.batch_size, cfg.seed
         bucketed = bucketed_batches(data, size, count, seed)
         randomly = random_batches(data, size, count, seed)
         batches = {"A": bucketed, "B": bucketed, "C": bucketed, "D": randomly, "D_bucketed": bucketed}

@@ -13,7 +13,7 @@ audio: data=librispeech, task=asr) and each size, plus an "empty-corpus" baselin
      done, and peak RSS (ru_maxrss of the process plus that of its children, at the end).
   2. second start from the same cache folder (a new process): seconds to the first step and peak RSS.
      The same process then measures
-  3. loader throughput: examples/s of train_dataloader() at data.num_workers 0, 1, 2 (and the configured
+  3. loader throughput: examples/s of train_dataloader() at data.loader.num_workers 0, 1, 2 (and the configured
      count), timed after each loader's first batch, against the model's demand: examples/s the model takes
      in training steps on this machine (--steps timed steps after one warm-up step).
 
@@ -60,12 +60,12 @@ def overrides_for(modality: str, paths: dict[str, str], cache_dir: Path, args: a
     if modality == "text":
         # tiny corpora have fewer SentencePiece pieces than the configured 8000: take what there is
         task = ["task=mt", "data=parallel_text", f"data.source.root={paths['root']}",
-                "++data.src_tokenizer.hard_vocab_limit=false", "++data.tgt_tokenizer.hard_vocab_limit=false"]
+                "++data.modality.tokenizer.hard_vocab_limit=false", "++data.tokenizer.hard_vocab_limit=false"]
     elif modality == "images":
         task = ["task=caption", "data=karpathy", f"data.source.path={paths['path']}",
                 f"data.source.image_root={paths['image_root']}", "encoder=cnn"]
         if args.image_size is not None:
-            common.append(f"data.image_size={args.image_size}")
+            common.append(f"data.modality.image_size={args.image_size}")
     else:
         task = ["task=asr", "data=librispeech", f"data.source.root={paths['root']}"]
     return [*task, *common, *args.overrides]
@@ -84,7 +84,8 @@ def child(spec: dict) -> dict:
     from hydra import compose, initialize_config_dir
     from hydra.utils import instantiate
 
-    from attend.builder import build_datamodule, build_model, check_config
+    from attend.builder import build_datamodule, build_model
+    from attend.run.config_checks import check_config
 
     result["import_s"] = time.time() - import_start
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
@@ -126,9 +127,9 @@ def child(spec: dict) -> dict:
         batches = spec["loader_batches"]
         result["loader_examples_per_s"] = {}
         for workers in sorted({*WORKERS, configured_workers}):
-            datamodule.num_workers = workers
+            datamodule.loader.num_workers = workers
             result["loader_examples_per_s"][str(workers)] = loader_rate(datamodule.train_dataloader(), batches)
-        datamodule.num_workers = 0
+        datamodule.loader.num_workers = 0
         result.update(model_demand(datamodule, step, spec["steps"]))
         result["threads"] = torch.get_num_threads()
         result["peak_rss_after_throughput_mb"] = peak_rss_mb(resource)
@@ -400,7 +401,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--steps", type=int, default=None, help="timed training steps of the model demand (default 5)")
     parser.add_argument("--loader-batches", type=int, default=None, help="timed batches per loader (default 30)")
     parser.add_argument("--image-size", type=int, default=None,
-                        help="data.image_size (default: data=karpathy's 224, as COCO; --quick 32)")
+                        help="data.modality.image_size (default: data=karpathy's 224, as COCO; --quick 32)")
     parser.add_argument("--timeout", type=float, default=3600.0, help="seconds one start may take")
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)

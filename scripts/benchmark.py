@@ -31,7 +31,7 @@ from hydra.utils import instantiate
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root: benchmarks/
 
-from attend.builder import ConfigError
+from attend.run.config_checks import ConfigError
 from benchmarks.attention_types import compare_attention_types
 from benchmarks.decoding import compare_decoding
 from benchmarks.flops import peak_flops, sizes_from_config
@@ -167,7 +167,7 @@ def main() -> None:
         "command": " ".join(sys.argv),
         **env,
         "config": {"overrides": overrides, "warmup": args.warmup, "steps": args.steps, "min_len": args.min_len,
-                   "max_len": args.max_len, "batch_size": bench.cfg.data.batch_size,
+                   "max_len": args.max_len, "batch_size": bench.cfg.data.loader.batch_size,
                    "train_pairs": len(bench.data.train), "sizes": {k: vars(v) for k, v in sizes.items()},
                    "attention_sizes": QUICK_ATTENTION_SIZES if args.quick else ATTENTION_SIZES},
         "training": training,

@@ -1,8 +1,8 @@
 """What a change buys per epoch: train variants of one config side by side, each stopped after N validations.
 
     .venv/bin/python scripts/epoch_ablation.py --epochs 3 --parallel 2 \
-        before="model.init=pytorch data.batch_size=64 data.max_tokens=null" \
-        xavier="data.batch_size=64 data.max_tokens=null"
+        before="model.init=pytorch data.loader.batch_size=64 data.loader.max_tokens=null" \
+        xavier="data.loader.batch_size=64 data.loader.max_tokens=null"
 
 Each variant is ``NAME="override override ..."`` on top of the default config (``--common`` adds overrides to
 all). A variant runs ``train.py`` with its full schedule (so epoch 3 of a 12-epoch cosine is what it is in the

@@ -1,7 +1,7 @@
 """Time and profile training steps of the configured model on real batches (no Lightning loop).
 
     .venv/bin/python scripts/profile_step.py                       # the default MT model
-    .venv/bin/python scripts/profile_step.py decoder.input_feeding=true data.batch_size=32
+    .venv/bin/python scripts/profile_step.py decoder.input_feeding=true data.loader.batch_size=32
 
 Prints non-padding target tokens per second, milliseconds per step (forward, loss, backward,
 optimizer step; median over the timed steps) and the operators that take the most time.
@@ -25,7 +25,8 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig
 from torch.profiler import profile
 
-from attend.builder import ConfigError, build_datamodule, build_model, check_config
+from attend.builder import build_datamodule, build_model
+from attend.run.config_checks import ConfigError, check_config
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -17,10 +17,10 @@ from tests.test_entry_points import pngs, run
 # a small espeak-ng corpus and model; short searches, since an untrained speller never stops by itself
 SMALL_ASR = [
     "task=asr",
-    "data.source.num_train=48",
-    "data.source.num_val=4",
-    "data.source.num_test=4",
-    "data.batch_size=8",
+    "data.source.n_train=48",
+    "data.source.n_val=4",
+    "data.source.n_test=4",
+    "data.loader.batch_size=8",
     "encoder.hidden_size=32",
     "decoder.hidden_size=64",
     "decoder.embedding_dim=16",
@@ -47,7 +47,7 @@ def test_asr_train_then_evaluate_and_transcribe_audio_files(tmp_path):
     assert len(pngs(eval_dir / "attention" / "test")) == 2
     assert "test/cer" in result.stdout
 
-    audio = EspeakSpeech(ROOT / "data_cache", num_train=48, num_val=4, num_test=4).splits()["test"][0].path
+    audio = EspeakSpeech(ROOT / "data_cache", n_train=48, n_val=4, n_test=4).splits()["test"][0].path
     result = run("predict.py", f"ckpt_path={best}", f"inputs=[{audio}]", f"hydra.run.dir={predict_dir}")
     lines = [line for line in result.stdout.splitlines() if "\t" in line]
     assert len(lines) == 1 and lines[0].startswith(f"{audio}\t")
@@ -63,7 +63,7 @@ def test_asr_train_then_evaluate_and_transcribe_audio_files(tmp_path):
 
 def test_las_experiment_builds_the_papers_listener_and_speller():
     cfg = resolve_paths(compose_train(["experiment=las", "data.source.root=/nonexistent"]))
-    encoder = instantiate(cfg.encoder, input_dim=cfg.data.frontend.n_mels)
+    encoder = instantiate(cfg.encoder, input_dim=cfg.data.modality.frontend.n_mels)
     assert encoder.time_reduction == 8 and encoder.output_dim == 512
     decoder = instantiate(
         cfg.decoder, vocab_size=30, pad_id=0, memory_dim=encoder.output_dim, attention=instantiate(cfg.attention)

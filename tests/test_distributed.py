@@ -33,7 +33,7 @@ def test_ddp_run_of_each_task_finishes_in_one_folder(task, tmp_path):
 # dates translation, no dropout: DDP's two ranks x 16 sentences equal one process x 16 x 2 accumulated
 EQUIVALENCE = [
     *TASK_OVERRIDES["mt"][:2], "data.source.n_train=512", "data.source.n_val=32", "data.source.n_test=16",
-    "data.batch_size=16", "data.eval_batch_size=16", "encoder.embedding_dim=16", "encoder.hidden_size=32",
+    "data.loader.batch_size=16", "data.loader.eval_batch_size=16", "encoder.embedding_dim=16", "encoder.hidden_size=32",
     *TINY_DECODER, "encoder.dropout=0", "decoder.dropout=0", "debug=fast", "trainer.max_steps=-1",
     "trainer.limit_val_batches=null", "logger=csv", "run_test=false", "callbacks.attention_plots=null",
 ]
@@ -78,13 +78,13 @@ def test_multirun_of_ddp_jobs_makes_one_folder_and_one_wandb_run_per_job(tmp_pat
 # the tiny model far enough for non-zero BLEU and exact match (about 80 and 70).
 UNEVEN = [
     *EQUIVALENCE[:2], "data.source.n_train=512", "data.source.n_val=21", "data.source.n_test=19",
-    *EQUIVALENCE[5:], "data.eval_batch_size=8", "trainer.limit_test_batches=null", "run_test=true",
+    *EQUIVALENCE[5:], "data.loader.eval_batch_size=8", "trainer.limit_test_batches=null", "run_test=true",
     "trainer.max_epochs=8", "trainer.check_val_every_n_epoch=8", "optim.optimizer.lr=0.01",
 ]
 # asr: 5 validation and 5 test utterances in batches of 2 (2, 2, 1)
 UNEVEN_ASR = [
-    *TASK_OVERRIDES["asr"][:1], "data.source.num_train=32", "data.source.num_val=5", "data.source.num_test=5",
-    *TASK_OVERRIDES["asr"][4:], *TINY_DECODER, "data.eval_batch_size=2", "debug=fast", "logger=csv",
+    *TASK_OVERRIDES["asr"][:1], "data.source.n_train=32", "data.source.n_val=5", "data.source.n_test=5",
+    *TASK_OVERRIDES["asr"][4:], *TINY_DECODER, "data.loader.eval_batch_size=2", "debug=fast", "logger=csv",
     "callbacks.attention_plots=null", "trainer.limit_val_batches=null", "trainer.limit_test_batches=null",
 ]
 

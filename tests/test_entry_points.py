@@ -92,7 +92,7 @@ def test_train_then_evaluate_and_predict_from_the_checkpoint(tmp_path):
     metrics = json.loads((eval_dir / "test_metrics.json").read_text())
     assert_same_metrics(metrics, json.loads((train_dir / "test_metrics.json").read_text()))
     rows = (eval_dir / "test_predictions.tsv").read_text(encoding="utf-8").splitlines()[1:]
-    expected = [source for source, _ in DatePairs(n_train=2000, n_val=64, n_test=64, seed=1234).splits()["test"]]
+    expected = [item[0] for item in DatePairs(n_train=2000, n_val=64, n_test=64, seed=1234).splits()["test"]]
     assert [row.split("\t")[0] for row in rows] == expected  # every test pair, in file order
     assert len(pngs(eval_dir / "attention" / "test")) == 4
     assert "test/bleu" in result.stdout
