@@ -25,7 +25,8 @@ def datamodule(source, modality, tokenizer, **options: Any) -> DataModule:
 
 
 def text_datamodule(source, src_tokenizer=None, tgt_tokenizer=None, **options: Any) -> DataModule:
-    return datamodule(source, TextModality(src_tokenizer or WordTokenizer()), tgt_tokenizer or WordTokenizer(), **options)
+    modality = TextModality(src_tokenizer or WordTokenizer())
+    return datamodule(source, modality, tgt_tokenizer or WordTokenizer(), **options)
 
 
 def caption_datamodule(source, tokenizer=None, image_size: int = 32, augment: bool = False, hflip: bool = False,

@@ -68,7 +68,7 @@ def test_gradients_flow_to_every_parameter(rnn_type):
 
 def test_wrong_feature_size_names_the_settings():
     features, lengths = batch(mels=40)
-    with pytest.raises(ValueError, match="data.frontend.n_mels and encoder.input_dim"):
+    with pytest.raises(ValueError, match="data.modality.frontend.n_mels and encoder.input_dim"):
         encoder()(features, lengths)
 
 

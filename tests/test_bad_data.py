@@ -11,12 +11,13 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from attend.data import ParallelText, TranslationDataModule, WordTokenizer
+from attend.data import DataModule, ParallelText
 from attend.data.audio import JsonlManifest
-from attend.data.bad_samples import BadSamples, DataError
+from attend.data.bad_samples import BadSamples, DataError, Skipped
 from attend.data.images import Flickr8k
-from tests.test_caption_datamodule import FLICKR8K, GIRL, FileSource, datamodule, image_file, ready, record
-from tests.test_speech_datamodule import make_datamodule, write_manifest
+from tests.data_modules import text_datamodule
+from tests.test_data_audio import make_datamodule, write_manifest
+from tests.test_data_images import FLICKR8K, GIRL, FileSource, datamodule, image_file, ready, record
 
 GOOD_PAIRS = [(f"ein haus nummer {i}", f"a house number {i}") for i in range(16)]
 
@@ -34,7 +35,7 @@ def test_options_are_checked_when_the_data_module_is_built(options: dict, messag
     with pytest.raises(ValueError, match=message):
         BadSamples(**options)
     with pytest.raises(ValueError, match=message):
-        TranslationDataModule(ParallelText("nowhere"), WordTokenizer(), WordTokenizer(), **options)
+        text_datamodule(ParallelText("nowhere"), **options)
 
 
 def test_fraction_compounds_over_stages_and_resets_on_a_new_pass() -> None:
@@ -69,8 +70,8 @@ def write_corpus(root: Path) -> Path:
     return root
 
 
-def text_module(root: Path, **options) -> TranslationDataModule:
-    dm = TranslationDataModule(ParallelText(root), WordTokenizer(), WordTokenizer(), max_source_len=6, **options)
+def text_module(root: Path, **options) -> DataModule:
+    dm = text_datamodule(ParallelText(root), max_source_len=6, **options)
     dm.prepare_data()
     dm.setup("fit")
     return dm
@@ -84,8 +85,8 @@ def test_text_skips_empty_whitespace_undecodable_and_long_lines(tmp_path: Path, 
         assert str(root / where) in caplog.text
     assert "not valid UTF-8" in caplog.text and "'ein sehr langer satz" in caplog.text
     assert dm.skipped == {"train": 4, "val": 0, "test": 0}
-    assert dm.bad_samples.reasons("train") == {"empty line": 2, "invalid UTF-8": 1, "over the length limit": 1}
-    assert len(dm.train_dataset) == len(GOOD_PAIRS) - 4 and len(dm.val_dataset) == 2
+    assert dm.bad_samples.reasons("train") == {"empty line": 2, "invalid UTF-8": 1, "source over max_source_len": 1}
+    assert len(dm.datasets["train"]) == len(GOOD_PAIRS) - 4 and len(dm.datasets["val"]) == 2
     summary = dm.skip_summary()
     assert summary["data/skipped_train"] == 4 and summary["data/skipped_val"] == 0
     assert summary["data/skip_fraction_train"] == pytest.approx(4 / 16)
@@ -147,8 +148,6 @@ def test_images_skip_truncated_random_and_missing_files(tmp_path: Path, caplog) 
     assert "skipped 4 of 16 images of the train split (corrupt image: 3, missing file: 1)" in caplog.text
     assert dm.skipped == {"train": 4, "val": 0, "test": 0} and len(dm.datasets["train"]) == 12
     assert dm.skip_summary()["data/skip_fraction_train"] == pytest.approx(0.25)
-    again = ready(datamodule(FileSource(tmp_path, splits), tmp_path / "cache", max_skip_fraction=0.3))
-    assert again.skipped["train"] == 4 and again.bad_samples.reasons() == dm.bad_samples.reasons()  # from the cache
 
 
 def test_images_raise_names_the_file(tmp_path: Path) -> None:
@@ -178,17 +177,18 @@ def test_caption_file_lines_undecodable_or_empty_are_skipped(tmp_path: Path, cap
     lines[1] = f"{GIRL}#1\t".encode() + "Ein Mädchen".encode("latin-1")
     lines[2] = f"{GIRL}#2\t   ".encode()
     token.write_bytes(b"\n".join(lines) + b"\n")
-    source = Flickr8k(root)
-    source.bad_samples = BadSamples(max_skip_fraction=0.5)
+    train = Flickr8k(root).splits()["train"]
+    skipped = [item for item in train if isinstance(item, Skipped)]
+    assert [(s.key, s.reason) for s in skipped] == [(f"{token}:2", "invalid UTF-8"), (f"{token}:3", "empty caption")]
+    (girl,) = [item for item in train if not isinstance(item, Skipped)]
+    assert girl.key == GIRL and len(girl.captions) == 3
     with caplog.at_level(logging.WARNING, logger="attend.data"):
-        splits = source.splits()
+        dm = ready(datamodule(Flickr8k(root), tmp_path / "cache", max_skip_fraction=1.0))
     assert f"{token}:2" in caplog.text and f"{token}:3" in caplog.text
-    girl = next(r for r in splits["train"] if r.key == GIRL)
-    assert len(girl.captions) == 3 and source.bad_samples.reasons() == {"invalid UTF-8": 1, "empty caption": 1}
-    assert source.bad_samples.skipped == {"train": 2, "val": 0, "test": 0}
-    source.bad_samples = BadSamples(on_error="raise")
+    assert dm.bad_samples.reasons() == {"invalid UTF-8": 1, "empty caption": 1}
+    assert dm.skipped == {"train": 2, "val": 0, "test": 0} and len(dm.datasets["train"]) == 3  # its good captions
     with pytest.raises(DataError, match=rf"{token}:2: line 2 is not valid UTF-8"):
-        source.splits()
+        ready(datamodule(Flickr8k(root), tmp_path / "cache", on_error="raise"))
 
 
 # audio -------------------------------------------------------------------------------------------
@@ -215,7 +215,7 @@ def test_audio_skips_garbage_empty_missing_long_and_undecodable(tmp_path: Path, 
         dm = make_datamodule(source, tmp_path, precompute=precompute, max_skip_fraction=0.5, spec_augment=None)
     for name in ("train_1.wav", "train_2.wav", "train_5.wav", "train.jsonl:11", "train_7"):
         assert name in caplog.text
-    reasons = {"corrupt audio": 2, "missing file": 1, "invalid UTF-8": 1, "over 3.0 s": 1}
+    reasons = {"corrupt audio": 2, "missing file": 1, "invalid UTF-8": 1, "source over max_source_len": 1}
     assert dm.bad_samples.reasons("train") == reasons and dm.skipped == {"train": 5, "val": 0, "test": 0}
     assert len(dm.datasets["train"]) == 6 and dm.skip_summary()["data/skip_fraction_train"] == pytest.approx(5 / 11)
 

@@ -21,7 +21,7 @@ SMALL_SHAPES = [
     "data.source.n_train=256",
     "data.source.n_val=16",
     "data.source.n_test=16",
-    "data.eval_batch_size=16",
+    "data.loader.eval_batch_size=16",
 ]
 CAPTION_METRICS = {"test/bleu1", "test/bleu2", "test/bleu3", "test/bleu4", "test/cider", "test/loss"}
 
@@ -30,7 +30,7 @@ def test_default_caption_task_reads_the_tux_paint_stamps(tmp_path):
     if not Path("/usr/share/tuxpaint/stamps").is_dir():
         pytest.skip("Debian package tuxpaint-stamps-default is not installed")
     # 64 px (2x2 cells): the frozen encoder's features of all 785 stamps are computed once at the start
-    run("train.py", "task=caption", "debug=fast", "data.image_size=64", f"hydra.run.dir={tmp_path}")
+    run("train.py", "task=caption", "debug=fast", "data.modality.image_size=64", f"hydra.run.dir={tmp_path}")
     metrics = json.loads((tmp_path / "test_metrics.json").read_text())
     assert CAPTION_METRICS <= set(metrics) and "test/pointing" not in metrics  # no boxes: no grounding
     runs = list((tmp_path / "wandb").glob("offline-run-*"))

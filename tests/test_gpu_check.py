@@ -15,8 +15,8 @@ from tests.conftest import ROOT
 
 # task=mt on generated dates with a tiny model: the script's plumbing, not the task's figures
 TINY = (
-    "data=dates data.source.n_train=300 data.source.n_val=16 data.source.n_test=16 data.batch_size=16 "
-    "data.eval_batch_size=16 encoder.embedding_dim=8 encoder.hidden_size=16 decoder.embedding_dim=8 "
+    "data=dates data.source.n_train=300 data.source.n_val=16 data.source.n_test=16 data.loader.batch_size=16 "
+    "data.loader.eval_batch_size=16 encoder.embedding_dim=8 encoder.hidden_size=16 decoder.embedding_dim=8 "
     "decoder.hidden_size=32"
 )
 

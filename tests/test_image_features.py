@@ -8,11 +8,13 @@ import pytest
 import torch
 
 from attend.builder import share_frozen_features
-from attend.data import CaptionDataModule, WordTokenizer
+from attend.data import DataModule, WordTokenizer
 from attend.data.images import ShapeScenes
 from attend.data.images.features import crop_versions, normalise, stored_features
+from attend.data.images.pixels import store_pixels
 from attend.encoders import EfficientNetEncoder
 from attend.encoders.resnet import ResNetEncoder
+from tests.data_modules import caption_datamodule
 
 SIZE = 64  # 2x2 cells of EfficientNet-Lite0
 
@@ -22,13 +24,23 @@ def encoder(freeze: bool = True) -> EfficientNetEncoder:
     return EfficientNetEncoder(freeze=freeze, output_dim=16, dropout=0.0, pretrained=False)
 
 
-def datamodule(cache_dir: Path, **kwargs) -> CaptionDataModule:
+def datamodule(cache_dir: Path, **kwargs) -> DataModule:
     source = ShapeScenes(n_train=12, n_val=4, n_test=4, image_size=SIZE)
     settings = {"image_size": SIZE, "batch_size": 4, "eval_batch_size": 4, "augment": False, **kwargs}
-    dm = CaptionDataModule(source, WordTokenizer(lowercase=True), cache_dir=cache_dir, **settings)
+    dm = caption_datamodule(source, WordTokenizer(lowercase=True), cache_dir=cache_dir, **settings)
     dm.prepare_data()
     dm.setup("fit")
     return dm
+
+
+def pixels(dm: DataModule, split: str, row: int) -> torch.Tensor:
+    """(3, H, W) uint8 of one image of a split's encoded store (shape scenes: row == example == record)."""
+    return store_pixels(dm.encoded[split], row)
+
+
+def features_of(dm: DataModule, split: str):
+    """The split's feature store (after the frozen features were shared)."""
+    return dm.plugin.features[dm.encoded[split].folder.name]
 
 
 class CountingExtractor:
@@ -49,9 +61,9 @@ def test_stored_features_are_the_frozen_body_run_on_the_pixels(tmp_path):
     dm = datamodule(tmp_path)
     share_frozen_features(net, dm)
     dataset = dm.datasets["val"]
-    pixels = torch.stack([dataset.pixels(i) for i in range(len(dataset))])  # (N, 3, H, W) uint8
-    expected = net.eval().body_features(normalise(pixels)).detach()  # (N, 1280, 2, 2)
-    stored = torch.stack([dataset[i]["image"] for i in range(len(dataset))])
+    images = torch.stack([pixels(dm, "val", i) for i in range(len(dataset))])  # (N, 3, H, W) uint8
+    expected = net.eval().body_features(normalise(images)).detach()  # (N, 1280, 2, 2)
+    stored = torch.stack([dataset[i]["src"] for i in range(len(dataset))])
     assert stored.shape == expected.shape == (len(dataset), 1280, 2, 2)
     torch.testing.assert_close(stored, expected, atol=0.02, rtol=0.01)  # float16 in the store
 
@@ -78,7 +90,7 @@ def test_evaluation_batches_carry_the_pixels_the_plots_draw(tmp_path):
     assert batch["pixels"].dtype == torch.uint8
     image = dm.readable_source(batch, 1)
     assert image.shape == (SIZE, SIZE, 3)
-    assert (torch.from_numpy(image).permute(2, 0, 1) == dm.datasets["val"].pixels(1)).all()
+    assert (torch.from_numpy(image).permute(2, 0, 1) == pixels(dm, "val", 1)).all()
 
 
 def test_a_second_start_reads_the_stored_features_without_running_the_encoder(tmp_path):
@@ -90,7 +102,7 @@ def test_a_second_start_reads_the_stored_features_without_running_the_encoder(tm
     dm = datamodule(tmp_path)
     share_frozen_features_with(dm, again)
     assert again.images == 0
-    assert dm.datasets["train"][0]["image"].shape == (1280, 2, 2)
+    assert dm.datasets["train"][0]["src"].shape == (1280, 2, 2)
 
 
 def test_other_weights_get_their_own_feature_store(tmp_path):
@@ -110,13 +122,13 @@ def test_training_picks_among_the_image_and_its_fixed_crops(tmp_path):
     share_frozen_features_with(dm, counting)
     assert counting.images == 12 * 3 + 4 + 4  # training images three times (the image, two crops), the rest once
     train = dm.datasets["train"]
-    versions = [stored_features(train.features, 0, v) for v in range(3)]
+    versions = [stored_features(features_of(dm, "train"), 0, v) for v in range(3)]
     assert not torch.equal(versions[0], versions[1]) and not torch.equal(versions[1], versions[2])
     torch.manual_seed(0)
-    seen = {min(range(3), key=lambda v: (train[0]["image"] - versions[v]).abs().sum().item()) for _ in range(30)}
+    seen = {min(range(3), key=lambda v: (train[0]["src"] - versions[v]).abs().sum().item()) for _ in range(30)}
     assert seen == {0, 1, 2}
     val = dm.datasets["val"]
-    assert all(torch.equal(val[0]["image"], val[0]["image"]) for _ in range(3))  # evaluation: the image only
+    assert all(torch.equal(val[0]["src"], val[0]["src"]) for _ in range(3))  # evaluation: the image only
 
 
 def test_crops_are_seeded_per_image():
@@ -143,10 +155,10 @@ def test_precompute_features_false_keeps_pixels(tmp_path):
 
 
 def test_negative_feature_crops_is_refused(tmp_path):
-    with pytest.raises(ValueError, match="data.feature_crops"):
+    with pytest.raises(ValueError, match="data.modality.feature_crops"):
         datamodule(tmp_path, feature_crops=-1)
 
 
-def share_frozen_features_with(dm: CaptionDataModule, extractor) -> None:
+def share_frozen_features_with(dm: DataModule, extractor) -> None:
     """What the builder does, with a given extractor (to count its calls)."""
     dm.use_frozen_features(extractor)

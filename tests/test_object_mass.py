@@ -10,23 +10,15 @@ import torch
 from hydra.utils import instantiate
 from PIL import Image
 
-from attend.data import CaptionDataModule, WordTokenizer
+from attend.data import DataModule, WordTokenizer
 from attend.data.images import ImageCaption, TuxPaintStamps
-from attend.data.images.pixels import (
-    image_key,
-    image_store,
-    square_resize,
-    square_resize_mask,
-    store_mask,
-    store_pixels,
-    to_uint8_tensor,
-)
+from attend.data.images.pixels import square_resize, square_resize_mask, store_mask, store_pixels, to_uint8_tensor
 from attend.data.images.record import read_alpha, read_rgb
 from attend.data.images.tuxpaint import TUXPAINT_STAMPS
-from attend.data.store import store_folder
 from attend.metrics import Decoded, ObjectArea, ObjectMass, cell_coverage
 from attend.metrics.object_mass import area_matrix
 from attend.search import SearchResult
+from tests.data_modules import caption_datamodule
 from tests.test_config import compose_train, resolve_paths
 
 SIZE = 16
@@ -170,11 +162,9 @@ def stamp_splits(folder: Path) -> dict[str, list[ImageCaption]]:
     }
 
 
-def stamp_datamodule(source, cache: Path) -> CaptionDataModule:
-    dm = CaptionDataModule(
-        source, WordTokenizer(lowercase=True), image_size=SIZE, batch_size=4, eval_batch_size=4, augment=False,
-        cache_dir=cache,
-    )
+def stamp_datamodule(source, cache: Path) -> DataModule:
+    dm = caption_datamodule(source, WordTokenizer(lowercase=True), image_size=SIZE, batch_size=4, eval_batch_size=4,
+                            cache_dir=cache)
     dm.prepare_data()
     dm.setup("fit")
     return dm
@@ -203,28 +193,27 @@ def test_eval_batches_carry_the_letterboxed_masks_and_which_images_have_one(tmp_
 
 def test_a_store_without_masks_is_not_read_for_a_source_with_masks(tmp_path: Path) -> None:
     splits = stamp_splits(tmp_path)
-    records = splits["val"]
     plain = StampFiles(splits)
     plain.load_mask = None  # the same source before it had masks: same class and settings
-    unmasked = image_store(plain, records, SIZE, store_folder(tmp_path, "images", *image_key(plain, records, SIZE)))
+    unmasked = stamp_datamodule(plain, tmp_path / "cache").encoded["val"]
     assert "mask" not in unmasked.column_names and not unmasked.meta["masked"]
 
     source = StampFiles(splits)
-    folder = store_folder(tmp_path, "images", *image_key(source, records, SIZE))
-    assert folder != unmasked.folder
-    store = image_store(source, records, SIZE, folder)
-    assert source.loads == 2 and store.meta["masked"]
+    masked = stamp_datamodule(source, tmp_path / "cache")
+    store = masked.encoded["val"]
+    assert store.folder != unmasked.folder
+    assert source.loads == 8 and store.meta["masked"]  # every image read again, for its mask
     torch.testing.assert_close(store_mask(store, 0), square_resize_mask(read_alpha(tmp_path / "v0.png"), SIZE))
     assert store_mask(store, 1) is None  # the opaque picture has no mask
     assert torch.equal(store_pixels(store, 0), store_pixels(unmasked, 0)) and int(store_pixels(store, 0).max()) > 0
     again = StampFiles(splits)
-    assert store_mask(image_store(again, records, SIZE, folder), 0) is not None and again.loads == 0
+    assert store_mask(stamp_datamodule(again, tmp_path / "cache").encoded["val"], 0) is not None and again.loads == 0
 
 
 # configuration and the installed stamps -----------------------------------------------------------
 def test_tux_paint_config_logs_object_mass_and_area_and_never_flips() -> None:
     cfg = resolve_paths(compose_train(["task=caption"]))
-    assert cfg.data.hflip is False and cfg.data.source._target_.endswith("TuxPaintStamps")
+    assert cfg.data.modality.hflip is False and cfg.data.source._target_.endswith("TuxPaintStamps")
     assert isinstance(instantiate(cfg.model.metrics.object_mass), ObjectMass)
     assert isinstance(instantiate(cfg.model.metrics.object_area), ObjectArea)
     other = resolve_paths(compose_train(["task=caption", "data=flickr8k"]))

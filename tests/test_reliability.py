@@ -22,13 +22,13 @@ from attend.run.checkpoint_io import AtomicCheckpointIO, NonFiniteWeightsError
 from attend.run.wandb_run import online_problem
 from tests.conftest import ROOT
 from tests.test_config import compose_train, resolve_paths
-from tests.test_data import MULTI30K
+from tests.test_data_text import MULTI30K
 from tests.test_entry_points import run
 from tests.test_sweeps import TINY_MT, run_failing
 
 # two epochs of 12 batches, last.ckpt every 5 steps (5, 10, 15, 20: all inside an epoch), dropout on
 RESUMABLE = [o for o in TINY_MT if not o.startswith(("debug=", "data.source.n_train"))] + [
-    "data.source.n_train=400", "data.batch_size=16", "logger.csv.flush_logs_every_n_steps=1",
+    "data.source.n_train=400", "data.loader.batch_size=16", "logger.csv.flush_logs_every_n_steps=1",
     "trainer.log_every_n_steps=1", "run_test=false", "callbacks.attention_plots=null", "trainer.limit_val_batches=1",
     "trainer.max_epochs=2", "trainer.limit_train_batches=12", "callbacks.step_checkpoint.every_n_train_steps=5",
 ]
@@ -217,8 +217,8 @@ def test_bad_lines_are_skipped_named_and_counted_in_the_run_logs(tmp_path):
         de.write(b"   \n" + b"Ein Hund \xff\xfe l\xe4uft.\n")
         en.write(b"A man waits.\n" + b"A dog runs.\n")
     result = run(
-        "train.py", "data=parallel_text", f"data.source.root={corpus}", "data.src_tokenizer.vocab_size=60",
-        "data.tgt_tokenizer.vocab_size=60", f"paths.cache_dir={tmp_path / 'cache'}", "debug=fast", "logger=csv",
+        "train.py", "data=parallel_text", f"data.source.root={corpus}", "data.modality.tokenizer.vocab_size=60",
+        "data.tokenizer.vocab_size=60", f"paths.cache_dir={tmp_path / 'cache'}", "debug=fast", "logger=csv",
         "encoder.embedding_dim=16", "encoder.hidden_size=32", "decoder.embedding_dim=16", "decoder.hidden_size=64",
         f"hydra.run.dir={tmp_path / 'run'}",
     )

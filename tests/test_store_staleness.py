@@ -14,13 +14,15 @@ import pyarrow as pa
 import soundfile
 from PIL import Image
 
-from attend.data import CaptionDataModule, CharTokenizer, SpeechDataModule, WordTokenizer
+from attend.data import CharTokenizer, DataModule, WordTokenizer
 from attend.data.audio import Utterance
 from attend.data.audio.features import LogMelFrontEnd
-from attend.data.base import source_settings
+from attend.data.datamodule import source_settings
 from attend.data.images import ImageCaption
 from attend.data.store import Shard, file_stamp, prepared_store
-from tests.test_caption_datamodule import FileSource
+from tests.data_modules import caption_datamodule as image_datamodule
+from tests.data_modules import speech_datamodule
+from tests.test_data_images import FileSource, stored_keys, stored_pixels
 
 SIZE = 32
 
@@ -34,15 +36,15 @@ def image(folder: Path, name: str, colour: tuple[int, int, int] | None) -> str:
     return str(path)
 
 
-def caption_datamodule(root: Path, cache: Path) -> CaptionDataModule:
+def caption_datamodule(root: Path, cache: Path) -> DataModule:
     record = lambda path, caption: ImageCaption(key=Path(path).name, captions=(caption,), path=path)  # noqa: E731
     splits = {
         "train": [record(str(root / "red.png"), "a red box"), record(str(root / "blue.png"), "a blue box")],
         "val": [record(str(root / "green.png"), "a green box")],
         "test": [record(str(root / "grey.png"), "a grey box")],
     }
-    dm = CaptionDataModule(FileSource(root, splits), WordTokenizer(), image_size=SIZE, augment=False,
-                           cache_dir=cache, max_skip_fraction=1.0, precompute_features=False)
+    dm = image_datamodule(FileSource(root, splits), WordTokenizer(), image_size=SIZE, cache_dir=cache,
+                          max_skip_fraction=1.0, precompute_features=False)
     dm.prepare_data()
     dm.setup("fit")
     return dm
@@ -54,11 +56,11 @@ def test_a_restored_image_is_read_again(tmp_path: Path) -> None:
     for name, colour in (("red.png", (220, 30, 30)), ("green.png", (30, 160, 50)), ("grey.png", (99, 99, 99))):
         image(root, name, colour)
     image(root, "blue.png", None)  # corrupt: a recorded skip
-    assert caption_datamodule(root, cache).datasets["train"].keys == ["red.png"]
+    assert stored_keys(caption_datamodule(root, cache), "train") == ["red.png"]
     image(root, "blue.png", (30, 70, 220))  # restored
     restored = caption_datamodule(root, cache)
-    assert restored.datasets["train"].keys == ["red.png", "blue.png"]
-    pixel = restored.datasets["train"].pixels(1)[:, 16, 16].tolist()
+    assert stored_keys(restored, "train") == ["red.png", "blue.png"] and len(restored.datasets["train"]) == 2
+    pixel = stored_pixels(restored, "train")[1, :, 16, 16].tolist()
     assert pixel == [30, 70, 220]
 
 
@@ -75,16 +77,17 @@ def test_a_changed_audio_file_is_read_again(tmp_path: Path) -> None:
         def splits(self) -> dict[str, list[Utterance]]:
             return {s: [Utterance(key=s, path=str(p), text="a b")] for s, p in paths.items()}
 
-    def durations() -> list[float]:
-        dm = SpeechDataModule(Clips(), CharTokenizer(), LogMelFrontEnd(n_mels=40), cache_dir=tmp_path / "cache",
-                              precompute=False, max_skip_fraction=1.0)
+    def frames() -> list[int]:
+        """The training utterance's feature frames, known from its audio header (precompute off)."""
+        dm = speech_datamodule(Clips(), CharTokenizer(), LogMelFrontEnd(n_mels=40), cache_dir=tmp_path / "cache",
+                               precompute=False, max_skip_fraction=1.0)
         dm.prepare_data()
         dm.setup("fit")
-        return [utterance.duration for utterance in dm.loaded["train"][0]]
+        return dm.encoded["train"].column("source_size").tolist()
 
-    assert durations() == [0.1]
+    assert frames() == [LogMelFrontEnd(n_mels=40).num_frames(1600)]
     soundfile.write(paths["train"], np.zeros(3200, dtype=np.float32), 16000)  # re-recorded, twice as long
-    assert durations() == [0.2]
+    assert frames() == [LogMelFrontEnd(n_mels=40).num_frames(3200)]
 
 
 def test_a_settings_file_is_stamped(tmp_path: Path) -> None:

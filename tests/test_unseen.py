@@ -9,12 +9,13 @@ import pytest
 import torch
 from hydra.utils import instantiate
 
-from attend.data import CaptionDataModule, WordTokenizer
+from attend.data import WordTokenizer
 from attend.data.images import ShapeScenes, TuxPaintStamps
 from attend.data.images.tuxpaint import TUXPAINT_STAMPS
 from attend.data.unseen import caption_set, is_unseen
 from attend.metrics import CaptionBLEU, CIDErD, Decoded, UnseenOnly
 from attend.search import SearchResult
+from tests.data_modules import caption_datamodule
 from tests.test_config import compose_train, resolve_paths
 
 HYPOTHESES = ["a red circle", "a blue square above a circle", "a cat", "a small dog on a mat", "a green square"]
@@ -59,7 +60,7 @@ def test_an_example_is_unseen_when_no_reference_occurs_after_normalisation() -> 
 
 def test_caption_batches_say_which_evaluation_examples_are_unseen(tmp_path: Path) -> None:
     source = ShapeScenes(n_train=60, n_val=20, n_test=20, image_size=32)
-    dm = CaptionDataModule(source, WordTokenizer(lowercase=True), image_size=32, eval_batch_size=50, cache_dir=None)
+    dm = caption_datamodule(source, WordTokenizer(lowercase=True), image_size=32, eval_batch_size=50)
     dm.setup("fit")
     training = caption_set(c for r in source.splits()["train"] for c in r.captions)
     for split in ("val", "test"):

@@ -102,7 +102,7 @@ class DataModule(L.LightningDataModule):
         source,
         modality: Modality,
         tokenizer: Tokenizer,
-        loader: dict[str, Any] | None = None,
+        loader: Loader | dict[str, Any] | None = None,
         max_source_len: int | None = None,
         max_target_len: int | None = None,
         seed: int = 1234,
@@ -117,7 +117,7 @@ class DataModule(L.LightningDataModule):
         self.plugin = modality
         modality.bind(source)
         self.tokenizer = tokenizer
-        self.loader = Loader(**dict(loader or {}))
+        self.loader = loader if isinstance(loader, Loader) else Loader(**dict(loader or {}))
         self.max_source_len = max_source_len
         self.max_target_len = max_target_len
         self.seed = seed

@@ -55,8 +55,8 @@ class AudioModality(Modality):
                         features = compute_features(self.frontend, path).to(torch.float16).contiguous()  # (N, F)
                         values.append(features.numpy().tobytes())
                         sizes.append(features.size(0))
-                    else:
-                        seconds = records.value("duration", row) or audio_duration(path)
+                    else:  # the header even where the source knows the duration: unreadable is a skip, not a crash
+                        seconds = audio_duration(path)
                         sizes.append(self.frontend.num_frames(int(seconds * self.frontend.sample_rate)))
                 except AudioReadError as problem:
                     skipped.append(file_skip(path, records.value("key", row), problem, "corrupt audio"))

@@ -1,8 +1,10 @@
-"""The captioning datamodule: image batches, the image store, unreadable images, checkpoint state, readable sources."""
+"""The image plug-in through the data module: image batches, the encoded store of pixels, unreadable images,
+checkpoint state, readable sources, transforms."""
 
 from __future__ import annotations
 
 import logging
+import pickle
 from pathlib import Path
 
 import numpy as np
@@ -11,29 +13,31 @@ import torch
 from matplotlib.figure import Figure
 from PIL import Image
 
-from attend.data import CaptionDataModule, WordTokenizer
+from attend.data import DataModule, ImageModality, WordTokenizer
 from attend.data.images import Flickr8k, ImageCaption, ImageReadError, KarpathyJSON, ShapeScenes, read_rgb
-from attend.data.images.pixels import denormalize, image_transform, square_resize, to_uint8_tensor
+from attend.data.images.pixels import denormalize, image_transform, square_resize, store_pixels, to_uint8_tensor
 from attend.plots import close_figure, image_attention
 from tests.conftest import ROOT
+from tests.data_modules import caption_datamodule
 
 FIXTURES = ROOT / "tests" / "fixtures"
 FLICKR8K = FIXTURES / "flickr8k"
 KARPATHY = FIXTURES / "karpathy"
 GIRL, DOGS, RAINBOW = "1000268201_693b08cb0e.jpg", "1001773457_577c3a7d70.jpg", "1002674143_1b742ab4b8.jpg"
 SIZE = 32
+SPLITS = ("train", "val", "test")
 
 
 def shapes(n_train: int = 40, n_val: int = 8, n_test: int = 8) -> ShapeScenes:
     return ShapeScenes(n_train=n_train, n_val=n_val, n_test=n_test, image_size=SIZE)
 
 
-def datamodule(source, cache_dir: Path | None, **kwargs) -> CaptionDataModule:
-    settings = {"image_size": SIZE, "batch_size": 8, "eval_batch_size": 8, "augment": False, **kwargs}
-    return CaptionDataModule(source, WordTokenizer(lowercase=True), cache_dir=cache_dir, **settings)
+def datamodule(source, cache_dir: Path | None, **options) -> DataModule:
+    settings = {"image_size": SIZE, "batch_size": 8, "eval_batch_size": 8, "cache_dir": cache_dir, **options}
+    return caption_datamodule(source, WordTokenizer(lowercase=True), **settings)
 
 
-def ready(dm: CaptionDataModule) -> CaptionDataModule:
+def ready(dm: DataModule) -> DataModule:
     dm.prepare_data()
     dm.setup("fit")
     return dm
@@ -43,20 +47,33 @@ def all_batches(loader) -> list[dict]:
     return list(iter(loader))
 
 
-def cached_image(dm: CaptionDataModule, split: str, example: int) -> np.ndarray:
-    """The stored uint8 pixels (H, W, 3) of one example of a split."""
-    return dm.datasets[split].pixels(example).permute(1, 2, 0).numpy()
+def stored_keys(dm: DataModule, split: str) -> list[str]:
+    """The keys of the images the split's encoded store holds, in store order (unreadable ones left out)."""
+    records = dm.records[split]
+    return [records.value("key", int(row)) for row in dm.encoded[split].column("row")]
 
 
-def image_stores(cache_dir: Path) -> list[Path]:
-    """The finished image stores under a cache folder."""
-    return sorted(path.parent for path in (cache_dir / "store").glob("images-*/manifest.json"))
+def stored_pixels(dm: DataModule, split: str) -> torch.Tensor:
+    """(N, 3, H, W) uint8: every stored image of a split, for comparing two runs."""
+    encoded = dm.encoded[split]
+    return torch.stack([store_pixels(encoded, row) for row in range(len(encoded))])
 
 
-def stored_pixels(dm: CaptionDataModule, split: str) -> torch.Tensor:
-    """(N, 3, H, W) uint8: the stored pixels of every example of a split, for comparing two runs."""
+def cached_image(dm: DataModule, split: str, index: int) -> np.ndarray:
+    """The stored uint8 pixels (H, W, 3) of the record at ``index`` of its split (a batch's ``ids``)."""
+    records, encoded = dm.records[split], dm.encoded[split]
+    (row,) = [r for r in range(len(encoded)) if records.value("index", int(encoded.value("row", r))) == index]
+    return store_pixels(encoded, row).permute(1, 2, 0).numpy()
+
+
+def targets(dm: DataModule, split: str) -> list[list[int]]:
     dataset = dm.datasets[split]
-    return torch.stack([dataset.pixels(i) for i in range(len(dataset))])
+    return [dataset[i]["tgt"] for i in range(len(dataset))]
+
+
+def encoded_stores(cache_dir: Path) -> list[Path]:
+    """The finished encoded stores (the pixels) under a cache folder."""
+    return sorted(path.parent for path in (cache_dir / "store").glob("encoded-*/manifest.json"))
 
 
 def close_to(a: np.ndarray, b: np.ndarray, tolerance: int = 1) -> bool:
@@ -64,20 +81,22 @@ def close_to(a: np.ndarray, b: np.ndarray, tolerance: int = 1) -> bool:
 
 
 @pytest.fixture(scope="module")
-def shapes_dm(tmp_path_factory: pytest.TempPathFactory) -> CaptionDataModule:
+def shapes_dm(tmp_path_factory: pytest.TempPathFactory) -> DataModule:
     """A set-up datamodule over 40/8/8 shape scenes; tests must not change it."""
     return ready(datamodule(shapes(), tmp_path_factory.mktemp("cache")))
 
 
 class FileSource:
-    """A tiny source of image files: given splits, images read with read_rgb."""
+    """A tiny source of image files: given splits, images read with read_rgb. Its settings name every record (a
+    source's settings key its records store), so other splits are other records."""
 
     def __init__(self, root: Path, splits: dict[str, list[ImageCaption]]) -> None:
         self.root = root
         self._splits = splits
 
     def settings(self) -> dict:
-        return {"root": str(self.root)}
+        records = {split: [[r.key, r.path, list(r.captions)] for r in items] for split, items in self._splits.items()}
+        return {"root": str(self.root), "records": records}
 
     def splits(self) -> dict[str, list[ImageCaption]]:
         return self._splits
@@ -100,8 +119,37 @@ def record(path: str, *captions: str) -> ImageCaption:
     return ImageCaption(key=Path(path).name, captions=captions or ("a picture",), path=path)
 
 
+def file_splits(folder: Path, corrupt: bool = False) -> dict[str, list[ImageCaption]]:
+    """Ten training images of odd shapes and colours (wide, tall, noise, transparent), one each for val and test;
+    with ``corrupt``, a garbage file among the training images."""
+    folder.mkdir(exist_ok=True)
+    train = []
+    for i in range(10):
+        size = (20 + 3 * i, 12 + 2 * (i % 4))  # wide and tall ones, never square at 32
+        path = image_file(folder, f"t{i}.png", (25 * i, 200 - 15 * i, 90), size=size[::-1] if i % 3 else size)
+        train.append(record(path, f"box number {i}"))
+    Image.effect_noise((25, 25), 80).convert("RGB").save(folder / "noise.png")
+    stamp = Image.new("RGBA", (18, 10), (0, 0, 0, 0))
+    stamp.paste((200, 0, 0, 255), (2, 1, 8, 9))
+    stamp.save(folder / "stamp.png")
+    train[2] = record(str(folder / "noise.png"), "noise")
+    train[7] = record(str(folder / "stamp.png"), "a red stamp")
+    if corrupt:
+        train[5] = record(image_file(folder, "corrupt.jpg", None), "a broken box")
+    return {
+        "train": train,
+        "val": [record(image_file(folder, "val.png", (1, 2, 3)), "a box")],
+        "test": [record(image_file(folder, "test.png", (3, 2, 1)), "a box")],
+    }
+
+
+def expected_pixels(item: ImageCaption) -> torch.Tensor:
+    """(3, SIZE, SIZE) uint8 as an image file is kept: read, letterboxed on white, resized."""
+    return to_uint8_tensor(square_resize(read_rgb(item.path), SIZE))
+
+
 # batches ----------------------------------------------------------------------------------------
-def test_shapes_train_batch_layout(shapes_dm: CaptionDataModule) -> None:
+def test_shapes_train_batch_layout(shapes_dm: DataModule) -> None:
     dm, tok = shapes_dm, shapes_dm.tokenizer
     batch = next(iter(dm.train_dataloader()))
     B = 8
@@ -111,6 +159,7 @@ def test_shapes_train_batch_layout(shapes_dm: CaptionDataModule) -> None:
     assert batch["num_target_tokens"] == int((batch["tgt_lengths"] - 1).sum())
     assert isinstance(batch["references"], list) and len(batch["references"]) == B
     assert isinstance(batch["objects"], list) and len(batch["objects"]) == B
+    assert "unseen" not in batch and "object_masks" not in batch  # evaluation only; shapes have no masks
     for row in range(B):
         n = int(batch["tgt_lengths"][row])
         assert batch["tgt"][row, 0] == tok.bos_id and batch["tgt"][row, n - 1] == tok.eos_id
@@ -124,22 +173,37 @@ def test_shapes_train_batch_layout(shapes_dm: CaptionDataModule) -> None:
         assert all(0 <= v <= 1 for o in objects for v in o["box"])
 
 
-def test_shapes_eval_batches_one_example_per_image(shapes_dm: CaptionDataModule) -> None:
+def test_shapes_eval_batches_one_example_per_image(shapes_dm: DataModule) -> None:
     records = {r.key: r for split in ("val", "test") for r in shapes(40, 8, 8).splits()[split]}
     for loader in (shapes_dm.val_dataloader(), shapes_dm.test_dataloader()):
         batches = all_batches(loader)
         sources = [s for b in batches for s in b["sources"]]
         assert len(sources) == len(set(sources)) == 8
         for batch in batches:
-            assert batch["src"].shape[1:] == (3, SIZE, SIZE)
+            assert batch["src"].shape[1:] == (3, SIZE, SIZE) and batch["unseen"].dtype == torch.bool
             for source, references in zip(batch["sources"], batch["references"], strict=True):
                 assert references == list(records[source].captions)
 
 
-def test_model_facing_interface(shapes_dm: CaptionDataModule) -> None:
+def test_model_facing_interface(shapes_dm: DataModule) -> None:
     assert shapes_dm.tokenizers() == {"target": shapes_dm.tokenizer}
     assert shapes_dm.encoder_kwargs() == {}
-    assert shapes_dm.modality == "image" and CaptionDataModule.modality == "image"
+    assert shapes_dm.modality == "image" and ImageModality.name == "image"
+
+
+def test_stored_pixels_are_the_letterboxed_images(tmp_path: Path, shapes_dm: DataModule) -> None:
+    source = shapes()
+    for split in ("val", "test"):  # rendered scenes
+        expected = [to_uint8_tensor(square_resize(source.load_image(r), SIZE)) for r in source.splits()[split]]
+        assert torch.equal(stored_pixels(shapes_dm, split), torch.stack(expected))
+    splits = file_splits(tmp_path / "images")  # files: wide, tall, noise, transparent
+    dm = ready(datamodule(FileSource(tmp_path, splits), tmp_path / "cache"))
+    assert torch.equal(stored_pixels(dm, "train"), torch.stack([expected_pixels(r) for r in splits["train"]]))
+    train = dm.datasets["train"]
+    assert not [name for name, value in vars(train).items() if isinstance(value, torch.Tensor)]  # no pixels in RAM
+    expected = image_transform(False, SIZE)(expected_pixels(splits["val"][0]))
+    assert torch.equal(dm.datasets["val"][0]["src"], expected)
+    assert torch.equal(next(iter(dm.val_dataloader()))["src"][0], expected)
 
 
 def test_flickr8k_one_train_example_per_caption(tmp_path: Path) -> None:
@@ -171,7 +235,7 @@ def test_karpathy_json_through_the_datamodule(tmp_path: Path) -> None:
     assert [len(refs) for refs in next(iter(dm.test_dataloader()))["references"]] == [4]
 
 
-# image store ------------------------------------------------------------------------------------
+# the encoded store of pixels ----------------------------------------------------------------------
 class CountingShapes(ShapeScenes):
     """Shape scenes that count rendered images (same class name for every instance: same store key)."""
 
@@ -184,28 +248,56 @@ class CountingShapes(ShapeScenes):
         return super().load_image(record)
 
 
-def test_image_store_is_reused_and_keyed_by_size(tmp_path: Path) -> None:
+def test_the_pixel_store_is_reused_and_keyed_by_size(tmp_path: Path) -> None:
     settings = {"n_train": 12, "n_val": 3, "n_test": 2, "image_size": SIZE}
     first = CountingShapes(**settings)
     dm = datamodule(first, tmp_path)
     dm.prepare_data()
-    stores = image_stores(tmp_path)
-    assert len(stores) == 3 and first.loads == 12 + 3 + 2  # one store per split
+    assert len(encoded_stores(tmp_path)) == 3 and first.loads == 12 + 3 + 2  # one store per split
     dm.setup("fit")
     assert first.loads == 17  # setup opens the stores
 
     second = CountingShapes(**settings)
     again = ready(datamodule(second, tmp_path))
-    assert second.loads == 0
-    for split in ("train", "val", "test"):
+    assert second.loads == 0  # no image read again
+    for split in SPLITS:
         assert torch.equal(stored_pixels(again, split), stored_pixels(dm, split))
-        assert again.datasets[split].keys == dm.datasets[split].keys
+        assert stored_keys(again, split) == stored_keys(dm, split)
 
     third = CountingShapes(**settings)
     small = ready(datamodule(third, tmp_path, image_size=16))
-    assert third.loads == 17 and small.datasets["val"].pixels(0).shape == (3, 16, 16)
-    assert len(image_stores(tmp_path)) == 6
+    assert third.loads == 17 and stored_pixels(small, "val").shape == (3, 3, 16, 16)
+    assert small.records["val"].folder == dm.records["val"].folder  # the records do not depend on the size
+    assert len(encoded_stores(tmp_path)) == 6
     assert not list((tmp_path / "store").glob("*/.*.tmp"))
+
+
+def test_parallel_preparation_gives_the_same_store(tmp_path: Path) -> None:
+    splits = file_splits(tmp_path / "images", corrupt=True)
+    options = {"shard_size": 8, "max_skip_fraction": 0.5}  # encoded shards of two images: five of them
+    serial = ready(datamodule(FileSource(tmp_path, splits), tmp_path / "serial", prepare_workers=0, **options))
+    parallel = ready(datamodule(FileSource(tmp_path, splits), tmp_path / "parallel", prepare_workers=2, **options))
+    assert parallel.prepare_workers == 2 and len(parallel.encoded["train"].manifest["shards"]) == 5
+    assert stored_keys(parallel, "train") == stored_keys(serial, "train") and "corrupt.jpg" not in stored_keys(
+        parallel, "train")
+    assert torch.equal(stored_pixels(parallel, "train"), stored_pixels(serial, "train"))
+    assert parallel.encoded["train"].skipped == serial.encoded["train"].skipped
+    assert targets(parallel, "train") == targets(serial, "train")
+
+
+def test_loader_workers_and_pickles_read_the_store(tmp_path: Path) -> None:
+    splits = file_splits(tmp_path / "images")
+    in_process = ready(datamodule(FileSource(tmp_path, splits), tmp_path / "cache"))
+    with_workers = ready(datamodule(FileSource(tmp_path, splits), tmp_path / "cache", num_workers=1))
+    for got, want in zip(with_workers.val_dataloader(), in_process.val_dataloader(), strict=True):
+        assert torch.equal(got["src"], want["src"]) and got["sources"] == want["sources"]
+        assert torch.equal(got["tgt"], want["tgt"])
+    dataset = in_process.datasets["train"]
+    data = pickle.dumps(dataset)
+    assert len(data) < 3 * SIZE * SIZE * len(dataset) // 2  # the stores travel by their folders, not their pixels
+    copy = pickle.loads(data)
+    for index in range(len(dataset)):
+        assert torch.equal(copy[index]["src"], dataset[index]["src"]) and copy[index]["tgt"] == dataset[index]["tgt"]
 
 
 # unreadable images ------------------------------------------------------------------------------
@@ -223,25 +315,30 @@ def test_unreadable_images_are_skipped_and_logged(tmp_path: Path, caplog: pytest
     with caplog.at_level(logging.WARNING, logger="attend.data"):
         ready(dm)
     assert "missing.jpg" in caplog.text and "corrupt.jpg" in caplog.text
-    assert "skipped 2 of 4 images" in caplog.text
-    train = dm.datasets["train"]
-    assert train.keys == ["red.png", "blue.png"] and dm.datasets["val"].keys == ["green.png"]
+    assert "skipped 2 of 4 images of the train split" in caplog.text
+    assert dm.bad_samples.reasons("train") == {"missing file": 1, "corrupt image": 1}
+    ((key, reason, problem),) = [skip for skip in dm.encoded["train"].skipped if skip[1] == "missing file"]
+    assert key == missing and "does not exist" in problem
+    assert stored_keys(dm, "train") == ["red.png", "blue.png"] and stored_keys(dm, "val") == ["green.png"]
     # the kept pixels stay aligned with their records
     assert tuple(cached_image(dm, "train", 0)[16, 16]) == (220, 30, 30)
-    assert tuple(cached_image(dm, "train", 1)[16, 16]) == (30, 70, 220)
-    assert dm.tokenizer.decode(train.captions[1]) == "a blue box"
+    assert tuple(cached_image(dm, "train", 3)[16, 16]) == (30, 70, 220)
+    train = dm.datasets["train"]
+    assert [train[i]["source"] for i in range(len(train))] == ["red.png", "blue.png"]
+    assert dm.tokenizer.decode(train[1]["tgt"]) == "a blue box" and train[1]["id"] == 3
 
 
-def test_split_without_a_readable_image_raises(tmp_path: Path) -> None:
+def test_split_without_a_readable_image_raises_on_every_start(tmp_path: Path) -> None:
     good = image_file(tmp_path, "good.png", (0, 0, 0))
     splits = {
         "train": [record(good)],
         "val": [record(str(tmp_path / "gone.jpg")), record(image_file(tmp_path, "bad.jpg", None))],
         "test": [record(good)],
     }
-    dm = datamodule(FileSource(tmp_path, splits), tmp_path)
-    with pytest.raises(ImageReadError, match="none of the 2 images"):
-        dm.prepare_data()
+    for _ in range(2):  # prepared, then found in the cache
+        dm = datamodule(FileSource(tmp_path, splits), tmp_path / "cache", max_skip_fraction=1.0)
+        with pytest.raises(ImageReadError, match="none of the 2 images of the val split"):
+            ready(dm)
 
 
 def test_empty_split_gives_an_empty_dataset(tmp_path: Path) -> None:
@@ -289,7 +386,16 @@ def test_augmented_transform_keeps_the_size() -> None:
         assert out.shape == (3, 16, 16) and out.dtype == torch.float32
 
 
-def test_readable_source_gives_the_cached_pixels(shapes_dm: CaptionDataModule) -> None:
+def test_augmentation_applies_to_training_examples_only(tmp_path: Path) -> None:
+    dm = ready(datamodule(shapes(n_train=4, n_val=2, n_test=2), tmp_path, augment=True, hflip=True))
+    train, val = dm.datasets["train"], dm.datasets["val"]
+    torch.manual_seed(0)
+    assert any(not torch.equal(train[0]["src"], train[0]["src"]) for _ in range(5))  # a fresh crop each time
+    assert torch.equal(val[0]["src"], val[0]["src"])
+    assert torch.equal(val[0]["src"], image_transform(False, SIZE)(store_pixels(dm.encoded["val"], 0)))
+
+
+def test_readable_source_gives_the_cached_pixels(shapes_dm: DataModule) -> None:
     for split, loader in (("train", shapes_dm.train_dataloader()), ("val", shapes_dm.val_dataloader())):
         batch = next(iter(loader))
         for row in range(len(batch["sources"])):
@@ -298,12 +404,13 @@ def test_readable_source_gives_the_cached_pixels(shapes_dm: CaptionDataModule) -
             assert close_to(image, cached_image(shapes_dm, split, int(batch["ids"][row])))
 
 
-def test_batch_from_sources(shapes_dm: CaptionDataModule, tmp_path: Path) -> None:
+def test_batch_from_sources(shapes_dm: DataModule, tmp_path: Path) -> None:
     path = image_file(tmp_path, "wide.png", (220, 30, 30), size=(40, 20))
     batch = shapes_dm.batch_from_sources([path])
     tok = shapes_dm.tokenizer
     assert batch["src"].shape == (1, 3, SIZE, SIZE) and batch["sources"] == [path]
     assert batch["tgt"].tolist() == [[tok.bos_id, tok.eos_id]] and "src_lengths" not in batch
+    assert batch["references"] == [[]]
     expected = to_uint8_tensor(square_resize(read_rgb(path), SIZE)).permute(1, 2, 0).numpy()
     assert close_to(shapes_dm.readable_source(batch, 0), expected)
     with pytest.raises(ImageReadError, match=r"nope\.png"):
@@ -311,13 +418,13 @@ def test_batch_from_sources(shapes_dm: CaptionDataModule, tmp_path: Path) -> Non
 
 
 # checkpoint state -------------------------------------------------------------------------------
-def test_state_dict_holds_only_the_tokenizer(shapes_dm: CaptionDataModule) -> None:
+def test_state_dict_holds_only_the_tokenizer(shapes_dm: DataModule) -> None:
     state = shapes_dm.state_dict()
     assert set(state) == {"tgt_tokenizer"} and state["tgt_tokenizer"] == shapes_dm.tokenizer.state_dict()
     assert datamodule(shapes(), None).state_dict() == {}  # nothing fitted yet
 
 
-def test_loaded_vocabulary_is_used_before_setup(shapes_dm: CaptionDataModule, tmp_path: Path) -> None:
+def test_loaded_vocabulary_is_used_before_setup(shapes_dm: DataModule, tmp_path: Path) -> None:
     source = shapes(n_train=6, n_val=2, n_test=2)  # fewer scenes: a vocabulary of its own would differ
     own = WordTokenizer(lowercase=True)
     own.fit([c for r in source.splits()["train"] for c in r.captions])
@@ -328,7 +435,7 @@ def test_loaded_vocabulary_is_used_before_setup(shapes_dm: CaptionDataModule, tm
     assert dm.state_dict() == shapes_dm.state_dict()
     for r in source.splits()["train"]:
         assert dm.tokenizer.encode(r.captions[0]) == shapes_dm.tokenizer.encode(r.captions[0])
-    assert dm.datasets["train"].captions[0] == shapes_dm.tokenizer.encode(source.splits()["train"][0].captions[0])
+    assert targets(dm, "train") == [shapes_dm.tokenizer.encode(r.captions[0]) for r in source.splits()["train"]]
 
 
 def test_loading_another_tokenizer_after_setup_retokenizes(tmp_path: Path) -> None:
@@ -341,29 +448,24 @@ def test_loading_another_tokenizer_after_setup_retokenizes(tmp_path: Path) -> No
     assert other.encode(caption) != dm.tokenizer.encode(caption)
     dm.load_state_dict({"tgt_tokenizer": other.state_dict()})
     assert dm.state_dict() == {"tgt_tokenizer": other.state_dict()}
-    for split in ("train", "val", "test"):
-        dataset = dm.datasets[split]
-        assert [dataset.captions[i] for i in range(len(dataset))] == [
-            other.encode(r.captions[0]) for r in splits[split]
-        ]
+    for split in SPLITS:
+        assert targets(dm, split) == [other.encode(r.captions[0]) for r in splits[split]]
     batch = next(iter(dm.train_dataloader()))
     for row, references in enumerate(batch["references"]):
         assert other.decode(batch["tgt"][row]) == references[0]
 
 
 # length filter ----------------------------------------------------------------------------------
-def test_long_training_captions_are_dropped(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    source = shapes()
-    splits = source.splits()
-    too_long = sum(len(c.split()) > 4 for r in splits["train"] for c in r.captions)
-    assert 0 < too_long < 40
-    dm = datamodule(source, tmp_path, max_target_len=4, max_skip_fraction=1.0)  # a deliberately tight limit
+def test_long_training_captions_are_dropped_one_caption_at_a_time(tmp_path: Path, caplog) -> None:
+    dm = datamodule(Flickr8k(FLICKR8K), tmp_path, max_target_len=11, max_skip_fraction=1.0)
     with caplog.at_level(logging.INFO, logger="attend.data"):
         ready(dm)
-    assert dm.dropped == too_long and f"dropped {too_long} training captions" in caplog.text
-    train = dm.datasets["train"]
-    assert len(train) == 40 - too_long and int(train.captions.lengths.max()) <= 4
-    assert len(dm.datasets["val"]) == len(dm.datasets["test"]) == 8  # evaluation keeps every image
+    (girl,) = Flickr8k(FLICKR8K).splits()["train"]
+    kept = [c for c in girl.captions if len(dm.tokenizer.encode(c)) <= 11]
+    assert 0 < len(kept) < 5  # the image stays, with its short captions
+    assert dm.dropped == 5 - len(kept) and f"skipped {5 - len(kept)} of 5 captions of the train split" in caplog.text
+    assert sorted(targets(dm, "train")) == sorted(dm.tokenizer.encode(c) for c in kept)
+    assert len(dm.datasets["val"]) == len(dm.datasets["test"]) == 1  # evaluation keeps every image
 
 
 # plots ------------------------------------------------------------------------------------------
