@@ -29,6 +29,7 @@ def composed(*overrides: str):
     ("+data.max_duration=20", "data.max_duration is now data.max_source_len (in feature frames"),
     ("+data.src_tokenizer.vocab_size=10", "data.src_tokenizer is now data.modality.tokenizer"),
     ("+data.source.num_train=10", "data.source.num_train is now data.source.n_train"),
+    ("+data.tokenizer_states={}", "data.tokenizer_states is gone"),
 ])
 def test_an_old_spelling_is_refused_with_the_new_name(override, named) -> None:
     with pytest.raises(ConfigError, match="renamed") as error:
@@ -70,13 +71,15 @@ def test_an_old_translation_config_is_upgraded() -> None:
 
 def test_an_old_speech_config_is_upgraded_to_frames() -> None:
     old = OmegaConf.create({
-        "_target_": "attend.data.SpeechDataModule", "source": {"_target_": "x", "num_train": 5},
+        "_target_": "attend.data.SpeechDataModule",
+        "source": {"_target_": "attend.data.audio.EspeakSpeech", "num_train": 5, "cache_dir": "c"},
         "tokenizer": {"_target_": "attend.data.CharTokenizer"}, "max_duration": 20.0, "max_transcript_chars": 400,
         "max_frames": None, "precompute": True,
         "frontend": {"_target_": "attend.data.LogMelFrontEnd", "hop_ms": 10.0},
     })
     new = upgrade(old)
     assert new.max_source_len == 2000 and new.max_target_len == 400 and new.source.n_train == 5
+    assert new.source.cache_dir == "c"  # where espeak-ng writes its audio: not a cache beside the store
     assert new.modality.frontend.hop_ms == 10.0 and new.modality.precompute and new.loader.max_tokens is None
     modality = instantiate(new.modality)
     assert isinstance(modality, AudioModality) and modality.frontend.hop_ms == 10.0

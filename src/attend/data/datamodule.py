@@ -169,6 +169,7 @@ class DataModule(L.LightningDataModule):
         if self.encoded:
             return
         self.records = {split: self._records_store(split) for split in SPLITS}
+        self._splits = None  # the source's records, read only to prepare the records stores: not kept
         tokenizers = self.tokenizers()
         key = [tokenizer_key(t) for t in tokenizers.values()]
         trained_key = [tokenizer_key(t, settings_only=True) for t in tokenizers.values()]

@@ -34,8 +34,8 @@ RENAMED = {  # old data option -> where it lives now (under data)
     "max_duration": "max_source_len",
 }
 RENAMED_SOURCE = {"num_train": "n_train", "num_val": "n_val", "num_test": "n_test"}
-DROPPED = ("tokenizer_states",)  # options that went without a successor
-DROPPED_SOURCE = ("cache_dir",)  # the Ding and Karpathy caches: the example store is the only cache now
+DROPPED = ("tokenizer_states",)  # options that went without a successor (tokenizers come from a checkpoint)
+CACHING_SOURCES = ("DingPairs", "KarpathyJSON")  # their cache_dir went: the example store is the only cache now
 
 
 def renamed_options(data: DictConfig) -> list[str]:
@@ -48,6 +48,9 @@ def renamed_options(data: DictConfig) -> list[str]:
         if old in data:
             unit = " (in feature frames, not seconds: 100 a second at a 10 ms hop)" if old == "max_duration" else ""
             messages.append(f"data.{old} is now data.{new}{unit}")
+    for old in DROPPED:
+        if old in data:
+            messages.append(f"data.{old} is gone: a checkpoint's tokenizers are loaded by eval.py and predict.py")
     for old, new in RENAMED_SOURCE.items():
         if isinstance(data.get("source"), DictConfig) and old in data.source:
             messages.append(f"data.source.{old} is now data.source.{new}")
@@ -77,6 +80,7 @@ def upgrade(data: DictConfig) -> DictConfig:
     new["modality"], new["loader"] = modality, loader
     source = new.get("source")
     if isinstance(source, dict):
+        caching = str(source.get("_target_", "")).rpartition(".")[2] in CACHING_SOURCES
         new["source"] = {RENAMED_SOURCE.get(key, key): value for key, value in source.items()
-                         if key not in DROPPED_SOURCE}
+                         if not (caching and key == "cache_dir")}
     return OmegaConf.create(new)
