@@ -15,23 +15,7 @@ from attend.data.tokenizers.sentencepiece import SentencePieceTokenizer
 from attend.data.tokenizers.tokenizer import Tokenizer, tokenizer_from_state
 from attend.data.tokenizers.word import WordTokenizer
 
-__all__ = [
-    "AudioModality",
-    "BucketBatchSampler",
-    "CharTokenizer",
-    "DataModule",
-    "DatePairs",
-    "DingNotFoundError",
-    "DingPairs",
-    "ImageModality",
-    "LogMelFrontEnd",
-    "ParallelText",
-    "ParallelTextError",
-    "SentencePieceTokenizer",
-    "SpecAugment",
-    "Spectrogram",
-    "TextModality",
-    "Tokenizer",
-    "WordTokenizer",
-    "tokenizer_from_state",
-]
+__all__ = ["AudioModality", "BucketBatchSampler", "CharTokenizer", "DataModule", "DatePairs", "DingNotFoundError",
+           "DingPairs", "ImageModality", "LogMelFrontEnd", "ParallelText", "ParallelTextError",
+           "SentencePieceTokenizer", "SpecAugment", "Spectrogram", "TextModality", "Tokenizer", "WordTokenizer",
+           "tokenizer_from_state"]

@@ -8,11 +8,12 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import NamedTuple
 
+from attend.data.splitting import SPLITS
+
 log = logging.getLogger("attend.data")
 
 ON_ERROR_CHOICES = ("skip", "raise")
 NAMED_PER_STAGE = 10  # skips named one by one in warnings per split and stage; the rest only counted
-SPLIT_ORDER = ("train", "val", "test")
 STAGE_WORDS = {"lines": "reading the text", "files": "reading the files", "length": "by the length limits"}
 
 
@@ -25,9 +26,8 @@ class DatasetMissingError(DataError, FileNotFoundError):
 
 
 class Skipped(NamedTuple):
-    """A bad item a source met while reading (an undecodable or empty line, a caption without an image): sources
-    yield it in place of the record, in source order, and the data module counts and reports it (skips are data,
-    not calls on a policy object)."""
+    """A bad item a source met while reading (an undecodable or empty line, ...): sources yield it in place of the
+    record, and the data module counts and reports it (skips are data, not calls on a policy object)."""
 
     key: str  # the file and line, or the record, that was skipped
     reason: str  # a short category, counted: "empty line", "invalid UTF-8", ...
@@ -46,22 +46,16 @@ class Skip:
 
 
 class BadSamples:
-    """The ``data.on_error`` / ``data.max_skip_fraction`` policy, shared by every data module and reader.
-
-    ``skip(...)`` either raises DataError (``on_error="raise"``) or records the sample and names it in a
-    warning. A reading stage of a split starts with ``begin(split, stage)`` (forgetting
-    what an earlier read of it recorded) and ends with ``end(split, stage, total, unit)``, which logs the
-    count and raises DataError when the share of the split's samples lost so far exceeds ``max_skip_fraction``.
-    """
+    """The ``data.on_error`` / ``data.max_skip_fraction`` policy: a stage of a split is ``begin``, ``skip`` of each
+    bad sample (DataError with ``on_error="raise"``, else recorded and named in a warning), ``end`` (logs the count;
+    DataError when the share of the split lost so far exceeds ``max_skip_fraction``)."""
 
     def __init__(self, on_error: str = "skip", max_skip_fraction: float = 0.1) -> None:
         if on_error not in ON_ERROR_CHOICES:
             raise ValueError(f"data.on_error must be one of {', '.join(ON_ERROR_CHOICES)}; got {on_error!r}")
         if isinstance(max_skip_fraction, bool) or not 0.0 <= float(max_skip_fraction) <= 1.0:
-            raise ValueError(
-                f"data.max_skip_fraction must be a number from 0 to 1 (0: stop at the first skip, 1: never stop); "
-                f"got {max_skip_fraction!r}"
-            )
+            raise ValueError(f"data.max_skip_fraction must be a number from 0 to 1 (0: stop at the first skip, 1: "
+                             f"never stop); got {max_skip_fraction!r}")
         self.on_error = on_error
         self.max_skip_fraction = float(max_skip_fraction)
         self.skips: list[Skip] = []
@@ -75,10 +69,8 @@ class BadSamples:
     def skip(self, split: str, stage: str, key: str, reason: str, problem: str) -> None:
         """Record a bad sample and warn (first few by name); with on_error=raise, raise DataError instead."""
         if self.on_error == "raise":
-            raise DataError(
-                f"{key}: {problem} ({reason}, {split} split). Fix or remove it, or set data.on_error=skip "
-                "to skip such samples"
-            )
+            raise DataError(f"{key}: {problem} ({reason}, {split} split). Fix or remove it, or set data.on_error=skip "
+                            "to skip such samples")
         self.skips.append(Skip(split, stage, key, reason, problem))
         if self.count(split, stage) <= NAMED_PER_STAGE:
             log.warning("skipping %s sample %s: %s", split, key, problem)
@@ -90,17 +82,15 @@ class BadSamples:
         if skipped:
             unnamed = max(0, skipped - NAMED_PER_STAGE)
             more = f"; {unnamed} more not named above" if unnamed else ""
-            reasons = self._reasons_text(split, stage)
-            log.warning("skipped %d of %d %s of the %s split (%s)%s", skipped, total, unit, split, reasons, more)
-        fraction = self.fraction(split)
-        if fraction > self.max_skip_fraction:
+            log.warning("skipped %d of %d %s of the %s split (%s)%s", skipped, total, unit, split,
+                        self._reasons_text(split, stage), more)
+        if (fraction := self.fraction(split)) > self.max_skip_fraction:
             raise DataError(self._too_many_message(split, fraction))
 
-    # counts ---------------------------------------------------------------------------------------
     @property
     def skipped(self) -> dict[str, int]:
         """Skipped samples per split: train, val, test (zero included) and any other split seen."""
-        splits = set(SPLIT_ORDER) | {split for split, _ in self.totals} | {s.split for s in self.skips}
+        splits = set(SPLITS) | {split for split, _ in self.totals} | {s.split for s in self.skips}
         counts = Counter(s.split for s in self.skips)
         return {split: counts.get(split, 0) for split in sorted(splits, key=_split_rank)}
 
@@ -118,8 +108,7 @@ class BadSamples:
         """Numbers for the run's logs: ``data/skipped_<split>`` and ``data/skip_fraction_<split>``."""
         out: dict[str, float] = {}
         for split, count in self.skipped.items():
-            out[f"data/skipped_{split}"] = count
-            out[f"data/skip_fraction_{split}"] = self.fraction(split)
+            out.update({f"data/skipped_{split}": count, f"data/skip_fraction_{split}": self.fraction(split)})
         return out
 
     def log_summary(self) -> None:
@@ -130,7 +119,6 @@ class BadSamples:
             else:
                 log.info("data %s: no samples skipped", split)
 
-    # helpers --------------------------------------------------------------------------------------
     def count(self, split: str, stage: str) -> int:
         """Samples skipped so far in one stage of a split."""
         return sum(1 for s in self.skips if s.split == split and s.stage == stage)
@@ -140,20 +128,24 @@ class BadSamples:
         return ", ".join(f"{reason}: {n}" for reason, n in counts.most_common())
 
     def _too_many_message(self, split: str, fraction: float) -> str:
-        stages = "; ".join(
-            f"{self.count(split, stage)} of {total} {unit}, {STAGE_WORDS.get(stage, stage)}"
-            for (s, stage), (total, unit) in self.totals.items()
-            if s == split and self.count(split, stage)
-        )
+        stages = "; ".join(f"{self.count(split, stage)} of {total} {unit}, {STAGE_WORDS.get(stage, stage)}"
+                           for (s, stage), (total, unit) in self.totals.items()
+                           if s == split and self.count(split, stage))
         examples = "; ".join([f"{s.key}: {s.problem}" for s in self.skips if s.split == split][:3])
-        return (
-            f"{fraction:.1%} of the {split} split was skipped as bad data ({stages}), more than "
-            f"data.max_skip_fraction={self.max_skip_fraction:g}. Most common problems: "
-            f"{self._reasons_text(split)}. First skipped: {examples}. Fix the data (or the data set path), raise "
-            "the length limits if samples are too long, or raise data.max_skip_fraction (1 never stops) to train "
-            "on what is left"
-        )
+        return (f"{fraction:.1%} of the {split} split was skipped as bad data ({stages}), more than "
+                f"data.max_skip_fraction={self.max_skip_fraction:g}. Most common problems: "
+                f"{self._reasons_text(split)}. First skipped: {examples}. Fix the data (or the data set path), raise "
+                "the length limits if samples are too long, or raise data.max_skip_fraction (1 never stops) to train "
+                "on what is left")
+
+
+def decode_line(raw: bytes, number: int) -> str | UnicodeDecodeError:
+    """Line ``number`` of a UTF-8 file without its end (BOM dropped on line 1); not UTF-8: its UnicodeDecodeError."""
+    try:
+        return raw.decode("utf-8-sig" if number == 1 else "utf-8", errors="strict").rstrip("\r\n")
+    except UnicodeDecodeError as error:
+        return error
 
 
 def _split_rank(split: str) -> tuple[int, str]:
-    return (SPLIT_ORDER.index(split) if split in SPLIT_ORDER else len(SPLIT_ORDER), split)
+    return (SPLITS.index(split) if split in SPLITS else len(SPLITS), split)

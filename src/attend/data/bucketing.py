@@ -31,38 +31,20 @@ class EpochCounter(Sampler[int]):
 class BucketBatchSampler(BatchSampler):
     """Batches of similar length: sorted within random chunks, batch order shuffled per epoch.
 
-    A batch holds at most ``batch_size`` examples and, with ``max_tokens``, at most that many
-    padded tokens (``len(batch) * max(lengths)``; a longer example goes alone). Without
-    ``shuffle`` all examples are sorted by length and batched in order (for val/test).
+    At most ``batch_size`` examples and ``max_tokens`` padded tokens (``len(batch) * max(lengths)``; a longer
+    example goes alone) a batch; without ``shuffle`` (val/test) all sorted by length. ``drop_last`` drops batches of
+    fewer than ``batch_size`` examples (without ``max_tokens``).
 
-    Distributed: each of ``num_replicas`` ranks (default: from an initialised
-    ``torch.distributed``) gets every ``num_replicas``-th batch. Training (``shuffle``) gives
-    every rank the same number of batches (DDP's gradient all-reduce needs it): some batches are
-    repeated, or with ``drop_last`` the surplus dropped. Evaluation (no ``shuffle``) repeats
-    nothing, so every example is scored exactly once across ranks: the ranks' counts may differ
-    by one, and where there are fewer batches than ranks the largest batches are halved until
-    every rank has one (Lightning skips an empty rank's loop, and the others would wait for it
-    at the metrics' sync). Only a split with fewer examples than ranks repeats examples.
-    ``drop_last`` also drops batches with fewer than ``batch_size`` examples (without
-    ``max_tokens``). Lightning, when it injects a ``DistributedSampler`` (``sampler``
-    argument, ``use_distributed_sampler=True``), is only read for its rank, world size and
-    epoch: the order stays this sampler's. ``set_epoch`` (Lightning calls it on
-    ``batch_sampler.sampler``) reshuffles.
+    Each of ``num_replicas`` ranks (default: from ``torch.distributed``) gets every ``num_replicas``-th batch.
+    Training gives every rank as many batches (DDP needs it): some repeated, or with ``drop_last`` the surplus
+    dropped. Evaluation scores every example once, halving the largest batches until every rank has one (an empty
+    rank would leave the others waiting at the metrics' sync). An injected ``DistributedSampler`` (``sampler``) is
+    only read for its rank, world size and epoch; ``set_epoch`` reshuffles.
     """
 
-    def __init__(
-        self,
-        lengths: Sequence[int] | torch.Tensor,
-        batch_size: int,
-        max_tokens: int | None = None,
-        shuffle: bool = True,
-        seed: int = 0,
-        drop_last: bool = False,
-        num_replicas: int | None = None,
-        rank: int | None = None,
-        chunk_batches: int = 100,
-        sampler: Sampler | None = None,
-    ) -> None:
+    def __init__(self, lengths: Sequence[int] | torch.Tensor, batch_size: int, max_tokens: int | None = None,
+                 shuffle: bool = True, seed: int = 0, drop_last: bool = False, num_replicas: int | None = None,
+                 rank: int | None = None, chunk_batches: int = 100, sampler: Sampler | None = None) -> None:
         if batch_size < 1:
             raise ValueError(f"batch_size must be positive, not {batch_size}")
         self.lengths = torch.as_tensor(lengths, dtype=torch.long).reshape(-1)
@@ -74,9 +56,7 @@ class BucketBatchSampler(BatchSampler):
         self.chunk_batches = chunk_batches
         self.sampler = sampler if sampler is not None else EpochCounter(len(self.lengths))
         # a DistributedSampler injected by Lightning knows the rank and world size
-        self._num_replicas = (
-            num_replicas if num_replicas is not None else getattr(sampler, "num_replicas", None)
-        )
+        self._num_replicas = num_replicas if num_replicas is not None else getattr(sampler, "num_replicas", None)
         self._rank = rank if rank is not None else getattr(sampler, "rank", None)
         self._cache: tuple[tuple[int, int, int], list[list[int]]] | None = None
         self._skip = 0  # batches to leave out at the start of the next iteration (a resumed epoch)
@@ -102,13 +82,11 @@ class BucketBatchSampler(BatchSampler):
         return dist.get_rank() if dist.is_available() and dist.is_initialized() else 0
 
     def resume_after(self, batches: int) -> None:
-        """Start the next iteration after the first ``batches`` batches of the epoch (they were trained
-        before the checkpoint a run resumes from)."""
+        """Start the next iteration after the epoch's first ``batches`` batches (trained before a resume)."""
         self._skip = batches
 
     def __iter__(self) -> Iterator[list[int]]:
-        # a generator: its body runs at the first batch, after on_train_epoch_start, where a resumed run
-        # calls resume_after
+        # a generator: its body runs at the first batch, after on_train_epoch_start (where a resume calls resume_after)
         skip, self._skip = self._skip, 0
         yield from self._rank_batches()[skip:]
 
@@ -124,8 +102,7 @@ class BucketBatchSampler(BatchSampler):
     def _all_batches(self, epoch: int) -> list[list[int]]:
         """Every batch of ``epoch``, identical on all ranks."""
         if not self.shuffle:
-            order = torch.argsort(self.lengths, stable=True)
-            return self._pack(order)
+            return self._pack(torch.argsort(self.lengths, stable=True))
         generator = torch.Generator().manual_seed(self.seed + epoch)
         order = torch.randperm(len(self.lengths), generator=generator)
         batches: list[list[int]] = []
@@ -142,9 +119,7 @@ class BucketBatchSampler(BatchSampler):
         batches, batch, longest = [], [], 0
         for index, length in zip(order.tolist(), self.lengths[order].tolist(), strict=True):
             longest_if_added = max(longest, length)
-            if batch and (
-                len(batch) == self.batch_size or (len(batch) + 1) * longest_if_added > self.max_tokens
-            ):
+            if batch and (len(batch) == self.batch_size or (len(batch) + 1) * longest_if_added > self.max_tokens):
                 batches.append(batch)
                 batch, longest_if_added = [], length
             batch.append(index)
@@ -169,18 +144,14 @@ class BucketBatchSampler(BatchSampler):
 
     @staticmethod
     def _at_least(batches: list[list[int]], count: int) -> list[list[int]]:
-        """``batches`` with the largest halved (in place, order kept) until there are ``count``; with fewer
-        examples than ``count``, single examples are repeated to make up the number (a warning says so)."""
+        """``batches`` with the largest halved until there are ``count``; with too few examples, some repeated."""
         batches = [b for b in batches if b]  # an empty split packs as one empty batch
         while 0 < len(batches) < count and max(len(b) for b in batches) > 1:
             i = max(range(len(batches)), key=lambda j: len(batches[j]))
             half = (len(batches[i]) + 1) // 2
             batches[i : i + 1] = [batches[i][:half], batches[i][half:]]
         if 0 < len(batches) < count:
-            warnings.warn(
-                f"an evaluation split of {len(batches)} examples on {count} processes: "
-                f"{count - len(batches)} of them are scored twice",
-                stacklevel=2,
-            )
+            warnings.warn(f"an evaluation split of {len(batches)} examples on {count} processes: "
+                          f"{count - len(batches)} of them are scored twice", stacklevel=2)
             batches += [batches[i % len(batches)] for i in range(count - len(batches))]
         return batches

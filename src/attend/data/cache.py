@@ -14,24 +14,16 @@ from typing import TypeVar
 log = logging.getLogger("attend.data")
 T = TypeVar("T")
 
-
 # what reading a truncated or overwritten JSON cache file raises: JSON and UTF-8 decoding (ValueError), a missing
 # entry (KeyError, IndexError, TypeError), and OSError for a file that cannot be read at all
 UNREADABLE = (OSError, ValueError, KeyError, IndexError, TypeError)
 
 
-def load_or_rebuild(
-    path: Path | None,
-    load: Callable[[Path], T | None],
-    build: Callable[[], T],
-    save: Callable[[T, Path], None],
-) -> T:
-    """``load(path)`` of a cache file, or ``build()`` then ``save(result, path)`` (atomically) when there is none.
-
-    A file that ``load`` cannot read (truncated, overwritten, an entry missing: it raises one of ``UNREADABLE``)
-    is named in a warning and rebuilt, never a traceback; ``load`` returns None for a sound file of an older
-    format (rebuilt quietly). ``path`` None: no cache, only ``build()``.
-    """
+def load_or_rebuild(path: Path | None, load: Callable[[Path], T | None], build: Callable[[], T],
+                    save: Callable[[T, Path], None]) -> T:
+    """``load(path)`` of a cache file, or ``build()`` then ``save(result, path)`` when there is none (``path`` None:
+    only ``build()``). A file ``load`` cannot read (one of ``UNREADABLE``) is named in a warning and rebuilt, one it
+    gives None for (an older format) quietly."""
     if path is not None and path.is_file():
         try:
             cached = load(path)

@@ -10,14 +10,10 @@ from attend.data.tokenizers.tokenizer import Tokenizer
 
 
 class Collate:
-    """Examples -> a batch dict, field by field.
-
-    ``src``: token-id lists are right-padded with the plug-in's ``pad_id``, tensors of different lengths (features
-    (N, F)) zero-padded along their first axis; both with ``src_lengths`` (B,). With the plug-in's
-    ``src_lengths`` False (images) the tensors are stacked as they are. The target fields are ``target_fields``.
-    Any other field: tensors are stacked, bools become a (B,) bool tensor, anything else a list (alignments,
-    scene objects), which Lightning moves between devices as is.
-    """
+    """Examples -> a batch dict, field by field. ``src``: token-id lists right-padded with the plug-in's ``pad_id``,
+    tensors (features (N, F)) zero-padded along their first axis, both with ``src_lengths`` (B,), or (the plug-in's
+    ``src_lengths`` False: images) stacked; the ``target_fields``; any other field: tensors stacked, bools a (B,)
+    bool tensor, anything else a list (alignments, scene objects)."""
 
     def __init__(self, tokenizer: Tokenizer, plugin) -> None:
         self.pad_id, self.bos_id, self.eos_id = tokenizer.pad_id, tokenizer.bos_id, tokenizer.eos_id

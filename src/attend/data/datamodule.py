@@ -2,20 +2,8 @@
 
     source --records store--> tokenizers fitted --encoded store--> length filter --> StoreDataset --> Collate
 
-1. **Records store** per split (``attend.data.store``), keyed by the source's class and settings (a setting that
-   names a file adds its size and modification time): the source's records as columns (``Modality.record_columns``)
-   and the bad items it yielded (``Skipped``) in the manifest. A cached start does not read the source.
-2. **Tokenizers** fitted once, on the training records (the target tokenizer on the references, the plug-in's
-   on its source texts); their state travels in the encoded stores' metadata, so a cached start fits nothing.
-3. **Encoded store** per split, keyed by its records store, the tokenizers, the plug-in's settings and the
-   records' files: the plug-in's columns (token ids, pixels, features), ``source_size`` and every reference's
-   target ids; records whose file cannot be read are its skips.
-4. **Length filter**, training only, over the stored sizes: empty targets and sources, and ones over
-   ``max_target_len`` / ``max_source_len`` (tokens; feature frames for audio), skipped and counted every start.
-5. **One dataset** (``StoreDataset``) reading store rows, **one collate** padding by field, bucketed loaders.
-
-Skips are data: the records store, the encoded store and the length filter each give theirs, reported once per
-start whether the stores were prepared now or found (``data.on_error``, ``data.max_skip_fraction``).
+docs/design.md ("Data") describes each stage. A cached start reads no source and fits no tokenizer; skips are data:
+the records store, the encoded store and the length filter each give theirs, reported on every start.
 """
 
 from __future__ import annotations
@@ -37,7 +25,7 @@ from attend.data.bad_samples import BadSamples, Skipped
 from attend.data.bucketing import BucketBatchSampler
 from attend.data.collate import Collate
 from attend.data.dataset import StoreDataset, training_examples
-from attend.data.modality import Modality
+from attend.data.modality import ColumnTexts, Modality
 from attend.data.splitting import SPLITS
 from attend.data.store import DamagedStoreError, ExampleStore, Shard, file_stamp, open_store, prepared_store
 from attend.data.store import store_folder as _store_folder
@@ -49,10 +37,8 @@ log = logging.getLogger("attend.data")
 
 @dataclass
 class Loader:
-    """``data.loader``: how batches are drawn. Training batches hold examples of similar length, at most
-    ``batch_size`` of them and, with ``max_tokens``, at most that many padded length units (tokens, feature
-    frames); ``bucket=False`` draws them at random. Validation and test batches hold ``eval_batch_size``
-    examples sorted by length (the same batches on every machine keep evaluation comparable)."""
+    """``data.loader``: training batches of similar length (``bucket=False``: at random), at most ``batch_size``
+    examples and ``max_tokens`` padded length units; evaluation batches of ``eval_batch_size``, sorted by length."""
 
     batch_size: int = 32
     eval_batch_size: int | None = None
@@ -86,32 +72,19 @@ def tokenizer_key(tokenizer: Tokenizer, settings_only: bool = False) -> Any:
 
 
 class DataModule(L.LightningDataModule):
-    """Examples of ``source`` for any modality (``modality``: the plug-in, see ``attend.data.modality``), targets
-    tokenized by ``tokenizer`` (fitted on the training references unless fitted already). See the module docstring
-    for the stages; ``loader`` is the ``Loader`` options; stores are prepared by ``prepare_workers`` processes
-    (None: the CPU cores, at most 8) in shards of ``shard_size`` records, under ``cache_dir`` (None: a temporary
-    folder for this process).
+    """Examples of ``source`` through the ``modality`` plug-in, targets tokenized by ``tokenizer`` (fitted on the
+    training references unless fitted already); stores are prepared by ``prepare_workers`` processes (None: the CPU
+    cores, at most 8) in shards of ``shard_size`` records, under ``cache_dir`` (None: a temporary folder).
 
     Batches: ``src`` (ids (B, S), images (B, 3, H, W) or features (B, N, F)), ``src_lengths`` (B,) except for
     images, ``tgt`` (B, T) = bos + ids + eos, ``tgt_lengths``, ``ids`` (each example's position in its split),
     ``sources`` and ``references`` (text, or lists of captions), and the fields the plug-in adds.
     """
 
-    def __init__(
-        self,
-        source,
-        modality: Modality,
-        tokenizer: Tokenizer,
-        loader: Loader | dict[str, Any] | None = None,
-        max_source_len: int | None = None,
-        max_target_len: int | None = None,
-        seed: int = 1234,
-        cache_dir: str | os.PathLike | None = None,
-        on_error: str = "skip",
-        max_skip_fraction: float = 0.1,
-        prepare_workers: int | None = None,
-        shard_size: int = 2048,
-    ) -> None:
+    def __init__(self, source, modality: Modality, tokenizer: Tokenizer, loader: Loader | dict[str, Any] | None = None,
+                 max_source_len: int | None = None, max_target_len: int | None = None, seed: int = 1234,
+                 cache_dir: str | os.PathLike | None = None, on_error: str = "skip", max_skip_fraction: float = 0.1,
+                 prepare_workers: int | None = None, shard_size: int = 2048) -> None:
         super().__init__()
         self.source = source
         self.plugin = modality
@@ -155,11 +128,6 @@ class DataModule(L.LightningDataModule):
         log.info("%s: train %d, val %d, test %d examples; vocabulary %d", self.plugin.unit,
                  *(len(self.datasets[split]) for split in SPLITS), self.tokenizer.vocab_size)
         self.bad_samples.log_summary()
-
-    @property
-    def prepared(self) -> bool:
-        """Whether setup has run in this process."""
-        return bool(self.datasets)
 
     def store_folder(self, kind: str, *key_parts: Any) -> Path:
         """Where the store of ``kind`` for these settings lives: keyed by the source's class and settings."""
@@ -214,9 +182,9 @@ class DataModule(L.LightningDataModule):
         records, plugin, tokenizer = self.records[split], self.plugin, self.tokenizer
         if not all(t.is_fitted for t in self.tokenizers().values()):
             if not tokenizer.is_fitted:
-                tokenizer.fit(ReferenceTexts(self.records["train"]))
+                tokenizer.fit(ColumnTexts(self.records["train"], "references"))
             plugin.fit(self.records["train"])
-        seen = (caption_set(ReferenceTexts(self.records["train"]))
+        seen = (caption_set(ColumnTexts(self.records["train"], "references"))
                 if plugin.marks_unseen and split != "train" else None)
 
         def prepare(rows: list[int], first: int) -> Shard:
@@ -390,13 +358,3 @@ class DataModule(L.LightningDataModule):
         self.tokenizer = tokenizer_from_state(state_dict["tgt_tokenizer"])
         self.plugin.load_state_dict(state_dict)
 
-
-class ReferenceTexts:
-    """Every reference text of a records store, re-read on each iteration (SentencePiece may read them twice)."""
-
-    def __init__(self, records: ExampleStore) -> None:
-        self.records = records
-
-    def __iter__(self):
-        for row in range(len(self.records)):
-            yield from self.records.value("references", row)

@@ -30,10 +30,8 @@ def training_examples(encoded: ExampleStore) -> tuple[np.ndarray, np.ndarray]:
 
 class StoreDataset(Dataset):
     """The examples of one split: ``examples`` (N, 2) holds each one's encoded-store row and which of its record's
-    references is the target. Only that array and the sizes live in memory; rows are read from the memory-mapped
-    stores (a loader worker maps them again: stores pickle as their folder). ``plugin.example`` gives the source
-    side (and augments it in training); the target, ``id`` (the record's position in its split), ``source`` and
-    ``reference`` (every reference, for captions) are the same for every modality."""
+    references is the target; rows are read from the memory-mapped stores. ``plugin.example`` gives the source side;
+    the target, ``id`` (the record's position in its split), ``source`` and ``reference`` are common."""
 
     def __init__(self, records: ExampleStore, encoded: ExampleStore, examples: np.ndarray, plugin, train: bool
                  ) -> None:

@@ -1,7 +1,5 @@
-"""The modality plug-in: the only part of the data pipeline that differs between text, images and audio.
-
-``attend.data.datamodule.DataModule`` runs the same stages for every task (records store, tokenizers, encoded
-store, length filter, dataset, collate); a ``Modality`` says what those stages do with its kind of source:
+"""The modality plug-in: the only part of the data pipeline (``DataModule``) that differs between text, images and
+audio. A ``Modality`` says what the stages do with its kind of source:
 
 - ``record_columns(records)``: the source's records (pairs, images with captions, utterances) as columns of the
   records store. Every modality writes ``key`` (str) and ``references`` (list of str: the texts to predict).
@@ -12,8 +10,6 @@ store, length filter, dataset, collate); a ``Modality`` says what those stages d
   ``src`` (token ids, an image tensor, features) and the extra fields its metrics read; augmentation happens here.
 - ``readable_source(batch, index)``: a row's source as a person reads it (tokens, an image, a spectrogram), for plots.
 - ``sources_to_examples(paths_or_texts)``: what predict.py was given, as examples.
-
-Adding a modality is one plug-in, its sources and its ``conf/data`` files.
 """
 
 from __future__ import annotations
@@ -104,6 +100,19 @@ class Modality:
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Use the source tokenizers a checkpoint saved (``state_dict``)."""
+
+
+class ColumnTexts:
+    """The texts of a records-store column (a text or a list of texts a row), re-read on each iteration
+    (SentencePiece may read them twice)."""
+
+    def __init__(self, records: ExampleStore, column: str) -> None:
+        self.records, self.column = records, column
+
+    def __iter__(self):
+        for row in range(len(self.records)):
+            texts = self.records.value(self.column, row)
+            yield from [texts] if isinstance(texts, str) else texts
 
 
 def file_skip(path: str | None, key: str, problem: Exception, corrupt: str) -> Skipped:

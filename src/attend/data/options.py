@@ -14,24 +14,12 @@ OLD_MODULES = {  # the old classes, and the plug-in each one's options now belon
     "attend.data.SpeechDataModule": "attend.data.AudioModality",
 }
 RENAMED = {  # old data option -> where it lives now (under data)
-    "batch_size": "loader.batch_size",
-    "eval_batch_size": "loader.eval_batch_size",
-    "max_tokens": "loader.max_tokens",
-    "max_frames": "loader.max_tokens",
-    "num_workers": "loader.num_workers",
-    "bucket": "loader.bucket",
-    "src_tokenizer": "modality.tokenizer",
-    "tgt_tokenizer": "tokenizer",
-    "image_size": "modality.image_size",
-    "augment": "modality.augment",
-    "hflip": "modality.hflip",
-    "precompute_features": "modality.precompute_features",
-    "feature_crops": "modality.feature_crops",
-    "frontend": "modality.frontend",
-    "spec_augment": "modality.spec_augment",
-    "precompute": "modality.precompute",
-    "max_transcript_chars": "max_target_len",
-    "max_duration": "max_source_len",
+    "batch_size": "loader.batch_size", "eval_batch_size": "loader.eval_batch_size", "max_tokens": "loader.max_tokens",
+    "max_frames": "loader.max_tokens", "num_workers": "loader.num_workers", "bucket": "loader.bucket",
+    "src_tokenizer": "modality.tokenizer", "tgt_tokenizer": "tokenizer", "image_size": "modality.image_size",
+    "augment": "modality.augment", "hflip": "modality.hflip", "precompute_features": "modality.precompute_features",
+    "feature_crops": "modality.feature_crops", "frontend": "modality.frontend", "spec_augment": "modality.spec_augment",
+    "precompute": "modality.precompute", "max_transcript_chars": "max_target_len", "max_duration": "max_source_len",
 }
 RENAMED_SOURCE = {"num_train": "n_train", "num_val": "n_val", "num_test": "n_test"}
 DROPPED = ("tokenizer_states",)  # options that went without a successor (tokenizers come from a checkpoint)

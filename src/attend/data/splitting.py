@@ -10,27 +10,15 @@ Keyed = TypeVar("Keyed")  # any record with a ``key`` (an image, an utterance)
 SPLITS = ("train", "val", "test")
 
 
-def split_by_key(
-    records: list[Keyed],
-    n_val: int,
-    n_test: int,
-    seed: int,
-    what: str,
-    unit: str = "records",
-    error: type[Exception] = ValueError,
-) -> dict[str, list[Keyed]]:
-    """Seeded split into exactly n_test test, n_val val and the rest train, each sorted by ``key``.
-
-    ``what`` (where they come from) and ``unit`` (what they are) name the records in the ``error``
-    raised when no training record would be left.
-    """
+def split_by_key(records: list[Keyed], n_val: int, n_test: int, seed: int, what: str, unit: str = "records",
+                 error: type[Exception] = ValueError) -> dict[str, list[Keyed]]:
+    """Seeded split into exactly n_test test, n_val val and the rest train, each sorted by ``key``; ``error``, naming
+    ``what`` (where they come from) and ``unit`` (what they are), when no training record would be left."""
     if n_val < 0 or n_test < 0:
         raise ValueError(f"n_val={n_val} and n_test={n_test} must be >= 0")
     if n_val + n_test >= len(records):
-        raise error(
-            f"{what} has only {len(records)} {unit}: n_val={n_val} + n_test={n_test} leaves none to train on; "
-            "lower data.source.n_val / data.source.n_test"
-        )
+        raise error(f"{what} has only {len(records)} {unit}: n_val={n_val} + n_test={n_test} leaves none to train "
+                    "on; lower data.source.n_val / data.source.n_test")
     shuffled = sorted(records, key=lambda r: r.key)
     random.Random(seed).shuffle(shuffled)
     test, val, train = shuffled[:n_test], shuffled[n_test : n_test + n_val], shuffled[n_test + n_val :]
@@ -59,11 +47,8 @@ def _components(pairs: list[Pair]) -> list[list[int]]:
 
 
 def disjoint_split(pairs: list[Pair], n_val: int, n_test: int, seed: int) -> dict[str, list[Pair]]:
-    """Exactly ``n_test`` and ``n_val`` pairs (when possible) drawn at random; the rest is train.
-
-    Pairs that share a source or target text stay in one split, so a val/test sentence is never
-    seen in training, on either side.
-    """
+    """Exactly ``n_test`` and ``n_val`` pairs (when possible) drawn at random, the rest train; pairs that share a
+    source or target text stay in one split, so a val/test sentence is never seen in training, on either side."""
     if n_val + n_test >= len(pairs):
         raise ValueError(f"n_val + n_test = {n_val + n_test} leaves no training pairs of {len(pairs)}")
     groups = _components(pairs)

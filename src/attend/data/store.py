@@ -1,31 +1,15 @@
 """The example store: prepared examples in Arrow IPC files that every loader worker and DDP rank memory-maps.
 
-Why Arrow (pyarrow) and not a format of our own, Hugging Face ``datasets`` or WebDataset shards: Arrow IPC files
-are the columnar format ``datasets`` itself stores, read by pandas, polars and DuckDB alike; a memory-mapped Arrow
-file is read in place (no copy, no decoding: a column of token ids is a flat int32 buffer plus offsets), so the
-page cache holds one copy that every worker process and DDP rank on a machine shares, and a run's memory does not
-grow with the corpus. Random access by row is what length-bucketed batches need, which tar shards do not give.
-``datasets`` would add its own fingerprinting, cache folders and a dozen dependencies for what is here one file
-per shard and a manifest.
-
-A store is a folder ``<cache_dir>/store/<kind>-<key>/`` (the key: a hash of everything the examples depend on):
-
-- ``shard-00000.arrow``, ... one per ``shard_size`` input items, each written by a worker process to a temporary
-  name and renamed, so a shard file that exists is whole. An interrupted preparation resumes: the shards already
-  written are kept and only the others are prepared.
-- ``manifest.json``, written last, names every shard with its rows and bytes, the skipped items (bad samples)
-  and what the caller asked to keep (``meta``: fitted tokenizers, for instance). A store without a manifest is
-  unfinished; a shard whose size or row count disagrees with the manifest, or whose Arrow footer cannot be read
-  (a truncated file), makes the store damaged: named in a warning and rebuilt. Repair keeps only the shards that
-  agree with the manifest (rows, bytes, and the range of input items each was prepared from), so a readable but
-  wrong shard (another store's, an old one) is prepared again, never kept.
-
-Preparation runs once per machine: a file lock makes other processes (DDP ranks, parallel sweep jobs) wait and
-then open what the first one wrote.
+Why Arrow and not our own format, ``datasets`` or WebDataset: a memory-mapped Arrow file is read in place, so the page
+cache holds one copy every worker and rank shares, and rows can be read at random (length-bucketed batches need it;
+tar shards do not give it), with no fingerprinting, cache folders or dozen dependencies beside it. A store is a
+folder ``<cache_dir>/store/<kind>-<key>/`` of shards (each written to a temporary name, then renamed: one that exists
+is whole) and a ``manifest.json`` written last; see docs/design.md ("Data") for locking, resuming and repair.
 """
 
 from __future__ import annotations
 
+import atexit
 import bisect
 import fcntl
 import hashlib
@@ -72,8 +56,7 @@ def store_folder(cache_dir: str | os.PathLike | None, kind: str, *key_parts: Any
 
 
 def file_stamp(path: str | os.PathLike | None) -> list[int] | None:
-    """[size, modification time in ns] of a file, for store keys: a file whose content changed (a restored
-    image, a re-recorded clip) then gives a new key and its examples are prepared again; None: no such file."""
+    """[size, modification time in ns] of a file, for store keys (a changed file gives a new key); None: no file."""
     if path is None:
         return None
     try:
@@ -90,8 +73,6 @@ def _process_temp_dir() -> Path:
     """One temporary folder per process for stores without a cache folder, removed at exit."""
     global _TEMP_DIR
     if _TEMP_DIR is None:
-        import atexit
-
         _TEMP_DIR = Path(tempfile.mkdtemp(prefix="attend-store-"))
         owner = os.getpid()
         atexit.register(lambda: os.getpid() == owner and shutil.rmtree(_TEMP_DIR, ignore_errors=True))
@@ -99,8 +80,7 @@ def _process_temp_dir() -> Path:
 
 
 class ExampleStore:
-    """The rows of a finished store, memory-mapped; ``len``, ``column(name)``, ``value(name, row)``, ``meta``,
-    ``skipped``. Rows keep the order of the input items (shard by shard), skipped ones left out."""
+    """The rows of a finished store, memory-mapped, in the order of the input items (skipped ones left out)."""
 
     def __init__(self, folder: Path, manifest: dict[str, Any], tables: list[pa.Table]) -> None:
         self.folder = folder
@@ -109,9 +89,7 @@ class ExampleStore:
         self.skipped: list[Skip] = [tuple(skip) for skip in manifest.get("skipped", [])]
         self.items: int = manifest.get("items", 0)  # input items, skipped ones included
         self._tables = tables
-        self._starts = [0]  # first global row of each shard
-        for table in tables:
-            self._starts.append(self._starts[-1] + table.num_rows)
+        self._starts = [0, *itertools.accumulate(table.num_rows for table in tables)]  # each shard's first row
         self._lists: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {}
         self._arrays: dict[str, list[pa.Array]] = {}
         self._readers: dict[tuple[str, int], Callable[[int], Any]] = {}
@@ -123,7 +101,6 @@ class ExampleStore:
     def column_names(self) -> list[str]:
         return self._tables[0].column_names if self._tables else list(self.manifest.get("columns", []))
 
-    # whole columns ---------------------------------------------------------------------------
     def column(self, name: str) -> np.ndarray:
         """A numeric column of every row as one numpy array (copied out of the shards: fine for lengths, ids)."""
         if not self._tables:
@@ -139,7 +116,6 @@ class ExampleStore:
         parts = [values[offsets[0] : offsets[-1]] for offsets, values in self._list_parts(name)]
         return np.concatenate(parts) if parts else np.zeros(0, np.int64)
 
-    # single rows -----------------------------------------------------------------------------
     def _locate(self, row: int) -> tuple[int, int]:
         if not 0 <= row < len(self):
             raise IndexError(f"row {row} of a store of {len(self)} rows")
@@ -147,21 +123,16 @@ class ExampleStore:
         return shard, row - self._starts[shard]
 
     def value(self, name: str, row: int) -> Any:
-        """One row's value as Python (str, int, float, list of ints, ...); binary columns give bytes (see
-        ``buffer``)."""
+        """One row's value as Python (str, int, float, list of ints, ...); binary columns give bytes."""
         shard, local = self._locate(row)
         return self._reader(name, shard)(local)
 
     def row(self, row: int, names: Sequence[str]) -> list[Any]:
-        """Several values of one row (``value`` of each name), the row located once: what a dataset's
-        ``__getitem__`` reads."""
+        """Several values of one row (``value`` of each name), the row located once."""
         shard, local = self._locate(row)
         return [self._reader(name, shard)(local) for name in names]
 
     def _reader(self, name: str, shard: int) -> Callable[[int], Any]:
-        """How to read one value of a shard's column. Strings, numbers and lists of ints are read from numpy
-        views of the mapped buffers, a tenth of the time of Arrow scalars: it matters at a few hundred thousand
-        rows an epoch."""
         key = (name, shard)
         if key not in self._readers:
             self._readers[key] = _reader(self._array(name, shard))
@@ -184,8 +155,7 @@ class ExampleStore:
         return view
 
     def _array(self, name: str, shard: int) -> pa.Array:
-        """A column of one shard as one Arrow array (looked up once: per-row lookups by name cost more than the
-        read)."""
+        """A column of one shard as one Arrow array (looked up once: a lookup by name costs more than the read)."""
         if name not in self._arrays:  # chunk(0), not combine_chunks(): that copies even a single chunk
             self._arrays[name] = [_only_chunk(table.column(name)) for table in self._tables]
         return self._arrays[name][shard]
@@ -193,14 +163,11 @@ class ExampleStore:
     def _list_parts(self, name: str) -> list[tuple[np.ndarray, np.ndarray]]:
         """(offsets, values) numpy views of a list column, per shard (each shard is one Arrow chunk)."""
         if name not in self._lists:
-            parts = []
-            for shard in range(len(self._tables)):
-                array = self._array(name, shard)
-                parts.append((array.offsets.to_numpy(), array.values.to_numpy(zero_copy_only=True)))
-            self._lists[name] = parts
+            arrays = [self._array(name, shard) for shard in range(len(self._tables))]
+            self._lists[name] = [(a.offsets.to_numpy(), a.values.to_numpy(zero_copy_only=True)) for a in arrays]
         return self._lists[name]
 
-    # pickling for loader workers: reopen the mapped files instead of copying them ------------
+    # loader workers unpickle a store by reopening its mapped files, not by copying them
     def __getstate__(self) -> dict[str, Any]:
         return {"folder": str(self.folder)}
 
@@ -217,7 +184,8 @@ def _only_chunk(column: pa.ChunkedArray) -> pa.Array:
 
 
 def _reader(array: pa.Array) -> Callable[[int], Any]:
-    """A function of a row that gives ``array``'s value there as Python (see ``ExampleStore._reader``)."""
+    """A function of a row that gives ``array``'s value there as Python: strings, numbers and lists of ints read from
+    numpy views of the mapped buffers, in a tenth of the time of Arrow scalars."""
     kind = array.type
     if array.null_count == 0 and array.offset == 0:
         if pa.types.is_string(kind):
@@ -246,8 +214,7 @@ def _map_shard(path: Path) -> pa.Table:
 
 
 def open_store(folder: Path) -> ExampleStore | None:
-    """The finished store in ``folder``; None when there is none yet; DamagedStoreError when its files disagree
-    with the manifest."""
+    """The finished store in ``folder``; None if there is none; DamagedStoreError if it disagrees with its manifest."""
     manifest_path = folder / "manifest.json"
     if not manifest_path.is_file():
         return None
@@ -261,8 +228,7 @@ def open_store(folder: Path) -> ExampleStore | None:
         path = folder / shard["file"]
         if not path.is_file():
             raise DamagedStoreError(f"{shard['file']} is missing")
-        if path.stat().st_size != shard["bytes"]:
-            size = path.stat().st_size
+        if (size := path.stat().st_size) != shard["bytes"]:
             raise DamagedStoreError(f"{shard['file']} has {size} bytes, the manifest says {shard['bytes']}")
         try:
             table = _map_shard(path)
@@ -274,23 +240,15 @@ def open_store(folder: Path) -> ExampleStore | None:
     return ExampleStore(folder, manifest, tables)
 
 
-def prepared_store(
-    folder: Path,
-    items: Iterable[Any],
-    prepare: Callable[[list[Any], int], Shard],
-    shard_size: int = 2048,
-    workers: int = 0,
-    meta: dict[str, Any] | Callable[[], dict[str, Any]] | None = None,
-    describe: str = "examples",
-) -> ExampleStore:
-    """The store in ``folder``, prepared first when it is missing, unfinished or damaged.
+def prepared_store(folder: Path, items: Iterable[Any], prepare: Callable[[list[Any], int], Shard],
+                   shard_size: int = 2048, workers: int = 0,
+                   meta: dict[str, Any] | Callable[[], dict[str, Any]] | None = None,
+                   describe: str = "examples") -> ExampleStore:
+    """The store in ``folder``, prepared first when it is missing, unfinished or damaged (named in a warning).
 
-    ``prepare(chunk, first_index)`` turns up to ``shard_size`` consecutive items (``first_index``: the position of
-    the chunk's first item among all of them) into a ``Shard``. With ``workers`` > 1 chunks are prepared by that
-    many forked processes, a bounded number at a time (the items are read lazily: a corpus never sits in memory
-    whole); 0 or 1 prepares in this process. ``meta`` (JSON, or a function that gives it once every item is
-    prepared) is kept in the manifest. ``items`` is only iterated
-    when something must be prepared. A damaged store is named in a warning and its damaged files rebuilt.
+    ``prepare(chunk, first_index)`` turns up to ``shard_size`` consecutive items into a ``Shard``, in ``workers``
+    forked processes (0 or 1: this one), a bounded number of chunks at a time: ``items`` is read lazily, and only
+    when something must be prepared. ``meta`` (JSON, or a function giving it once all is prepared) is kept.
     """
     folder.mkdir(parents=True, exist_ok=True)
     with _exclusive(folder):  # other processes wait here, then find the store finished
@@ -300,9 +258,7 @@ def prepared_store(
             log.warning("data store %s is damaged (%s): rebuilding it", folder, problem)
             _remove_disagreeing(folder)
             store = None
-        if store is not None:
-            return store
-        return _build(folder, items, prepare, shard_size, workers, meta, describe)
+        return store if store is not None else _build(folder, items, prepare, shard_size, workers, meta, describe)
 
 
 @contextmanager
@@ -316,9 +272,9 @@ def _exclusive(folder: Path) -> Iterator[None]:
 
 
 def _remove_disagreeing(folder: Path) -> None:
-    """Drop the manifest and every shard that cannot be read whole or disagrees with the manifest's entry for it
-    (rows, bytes, range of items); sound shards are reused. Without a readable manifest only each shard's own
-    record of its range vouches for it (checked again against the input when it is reused)."""
+    """Drop the manifest and every shard that cannot be read whole or disagrees with its manifest entry (rows,
+    bytes, range of items: another store's shard is not kept); without a readable manifest, each shard's own record
+    of its range vouches for it (checked against the input when it is reused)."""
     manifest_path = folder / "manifest.json"
     try:
         entries = {entry["file"]: entry for entry in json.loads(manifest_path.read_text(encoding="utf-8"))["shards"]}
@@ -327,20 +283,16 @@ def _remove_disagreeing(folder: Path) -> None:
     manifest_path.unlink(missing_ok=True)
     for path in folder.glob("shard-*.arrow"):
         written = _reuse_shard(path)
-        entry = None if entries is None else entries.get(path.name)
-        if written is None or (entries is not None and not _agrees(written.entry, entry)):
+        if written is None or (entries is not None and not _agrees(written.entry, entries.get(path.name))):
             path.unlink(missing_ok=True)
 
 
 def _agrees(found: dict[str, Any], recorded: dict[str, Any] | None) -> bool:
     """Whether a shard on disk is the one a manifest entry describes (rows, bytes, and range where recorded)."""
-    if recorded is None:
-        return False
     keys = ("rows", "bytes", "first", "items")
-    return all(found.get(key) == recorded[key] for key in keys if key in recorded)
+    return recorded is not None and all(found.get(key) == recorded[key] for key in keys if key in recorded)
 
 
-# preparation ---------------------------------------------------------------------------------
 _JOB: tuple[Callable[[list[Any], int], Shard], Path] | None = None  # what forked workers run (set before forking)
 
 
@@ -364,16 +316,14 @@ def _shard_name(number: int) -> str:
 
 
 class Written(NamedTuple):
-    """A shard on disk: its manifest entry, the items it skipped, and how many items it was prepared from."""
+    """A shard on disk: its manifest entry and the items it skipped."""
 
     entry: dict[str, Any]
     skipped: list[Skip]
-    items: int
 
 
 def _write_shard(folder: Path, number: int, shard: Shard, first: int, items: int) -> Written:
-    """Write one shard (temporary name, then rename) with its skips and its range of items in the schema
-    metadata."""
+    """Write one shard (temporary name, then rename), its skips and range of items in the schema metadata."""
     table = pa.table(shard.columns)
     skipped = json.dumps({"skipped": [list(s) for s in shard.skipped], "first": first, "items": items})
     table = table.replace_schema_metadata({b"attend": skipped.encode("utf-8")})
@@ -382,7 +332,7 @@ def _write_shard(folder: Path, number: int, shard: Shard, first: int, items: int
     with pa.OSFile(str(partial), "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
         writer.write_table(table, max_chunksize=max(table.num_rows, 1))  # one record batch: one chunk per column
     partial.replace(path)
-    return Written(_entry(path, table.num_rows, first, items), list(shard.skipped), items)
+    return Written(_entry(path, table.num_rows, first, items), list(shard.skipped))
 
 
 def _entry(path: Path, rows: int, first: int | None, items: int) -> dict[str, Any]:
@@ -410,18 +360,11 @@ def _reuse_shard(path: Path, first: int | None = None, items: int | None = None)
         return None
     if first is not None and (start != first or count != items or table.num_rows > count):
         return None
-    return Written(_entry(path, table.num_rows, start, count), skipped, count)
+    return Written(_entry(path, table.num_rows, start, count), skipped)
 
 
-def _build(
-    folder: Path,
-    items: Iterable[Any],
-    prepare: Callable[[list[Any], int], Shard],
-    shard_size: int,
-    workers: int,
-    meta: dict[str, Any] | Callable[[], dict[str, Any]] | None,
-    describe: str,
-) -> ExampleStore:
+def _build(folder: Path, items: Iterable[Any], prepare: Callable[[list[Any], int], Shard], shard_size: int,
+           workers: int, meta: dict[str, Any] | Callable[[], dict[str, Any]] | None, describe: str) -> ExampleStore:
     global _JOB
     written: dict[int, Written] = {}
     reused = 0
@@ -456,13 +399,10 @@ def _build(
         if int(stale.stem.split("-")[1]) not in written:
             stale.unlink()
     ordered = [written[number] for number in sorted(written)]
-    manifest = {
-        "format": FORMAT,
-        "shards": [shard.entry for shard in ordered],
-        "items": sum(shard.items for shard in ordered),
-        "skipped": [list(skip) for shard in ordered for skip in shard.skipped],
-        "meta": (meta() if callable(meta) else meta) or {},
-    }
+    manifest = {"format": FORMAT, "shards": [shard.entry for shard in ordered],
+                "items": sum(shard.entry["items"] for shard in ordered),
+                "skipped": [list(skip) for shard in ordered for skip in shard.skipped],
+                "meta": (meta() if callable(meta) else meta) or {}}
     partial = folder / f".manifest.{os.getpid()}.tmp"
     partial.write_text(json.dumps(manifest, ensure_ascii=False), encoding="utf-8")
     partial.replace(folder / "manifest.json")  # written last: its presence means every shard is whole

@@ -59,31 +59,16 @@ class Job:
 
 
 class EspeakSpeech:
-    """Seeded utterances spoken by espeak-ng with random voice, variant, speed and pitch; cached WAV files (22.05 kHz).
+    """Seeded utterances spoken by espeak-ng with random voice, variant, speed and pitch, cached as WAV files under
+    ``cache_dir/espeak_en/<hash of settings()>/``: ``text="numbers"``, the words of distinct integers 0..99,999;
+    ``"ding"``, distinct English Ding sentences of at most 8 words. Texts never repeat across splits."""
 
-    ``text="numbers"`` speaks the words of distinct random integers 0..99,999; ``text="ding"`` speaks
-    distinct English sentences of at most 8 words from the Ding dictionary (``ding_path``). Texts never
-    repeat across splits. Files go to ``cache_dir/espeak_en/<hash of settings()>/`` with a
-    ``manifest.json`` written last, so an interrupted generation is redone, never half read.
-    """
-
-    def __init__(
-        self,
-        cache_dir: str | os.PathLike,
-        n_train: int = 1600,
-        n_val: int = 150,
-        n_test: int = 250,
-        text: str = "numbers",
-        voices: Sequence[str] = ("en-us", "en-gb", "en-gb-scotland", "en-gb-x-rp"),
-        train_variants: Sequence[str] = TRAIN_VARIANTS,
-        val_variants: Sequence[str] = VAL_VARIANTS,
-        test_variants: Sequence[str] = TEST_VARIANTS,
-        speed: Sequence[int] = (130, 200),
-        pitch: Sequence[int] = (30, 70),
-        seed: int = 1234,
-        workers: int = 2,
-        ding_path: str | os.PathLike = DING_PATH,
-    ) -> None:
+    def __init__(self, cache_dir: str | os.PathLike, n_train: int = 1600, n_val: int = 150, n_test: int = 250,
+                 text: str = "numbers", voices: Sequence[str] = ("en-us", "en-gb", "en-gb-scotland", "en-gb-x-rp"),
+                 train_variants: Sequence[str] = TRAIN_VARIANTS, val_variants: Sequence[str] = VAL_VARIANTS,
+                 test_variants: Sequence[str] = TEST_VARIANTS, speed: Sequence[int] = (130, 200),
+                 pitch: Sequence[int] = (30, 70), seed: int = 1234, workers: int = 2,
+                 ding_path: str | os.PathLike = DING_PATH) -> None:
         if text not in ("numbers", "ding"):
             raise ValueError(f"text must be 'numbers' or 'ding', not {text!r}")
         self.cache_dir = Path(cache_dir)
@@ -100,16 +85,8 @@ class EspeakSpeech:
 
     def settings(self) -> dict:
         """Everything that changes the audio: the cache key."""
-        settings = {
-            "version": GENERATOR_VERSION,
-            "counts": self.counts,
-            "text": self.text,
-            "voices": self.voices,
-            "variants": self.variants,
-            "speed": list(self.speed),
-            "pitch": list(self.pitch),
-            "seed": self.seed,
-        }
+        settings = {"version": GENERATOR_VERSION, "counts": self.counts, "text": self.text, "voices": self.voices,
+                    "variants": self.variants, "speed": list(self.speed), "pitch": list(self.pitch), "seed": self.seed}
         if self.text == "ding":
             settings["ding_path"] = str(self.ding_path)
         return settings
@@ -120,19 +97,13 @@ class EspeakSpeech:
         return self.cache_dir / "espeak_en" / key
 
     def splits(self) -> dict[str, list[Utterance]]:
-        """{"train", "val", "test"} -> utterances; synthesizes them first when the cache has no manifest, or
-        one that is truncated or damaged (a warning names it)."""
+        """{"train", "val", "test"} -> utterances, synthesized first when the cache is missing or damaged."""
         path = self.folder() / "manifest.json"
         manifest = load_or_rebuild(path, read_manifest, self.generate, lambda data, path: write_json_atomic(path, data))
         return manifest_utterances(manifest, path.parent)
 
-    def espeak_version(self) -> str:
-        """The installed espeak-ng's version, e.g. "1.51"; EspeakNotInstalledError without it."""
-        return espeak_version()
-
     def generate(self) -> dict:
-        """Synthesize every utterance with ``workers`` concurrent espeak-ng processes; the manifest (``splits``
-        writes it, after every WAV file)."""
+        """Synthesize every utterance (``workers`` espeak-ng processes at once); the manifest ``splits`` writes."""
         version = espeak_version()
         _check_installed_variants([v for variants in self.variants.values() for v in variants])
         plan = self.plan()
@@ -143,36 +114,20 @@ class EspeakSpeech:
         start = time.perf_counter()
         with ThreadPoolExecutor(max_workers=max(1, self.workers)) as pool:
             durations = dict(zip((j.key for j in jobs), pool.map(lambda j: synthesize(j, folder), jobs), strict=True))
-        log.info(
-            "espeak-ng %s: %d utterances in %.1f s into %s", version, len(jobs), time.perf_counter() - start, folder
-        )
-        splits = {
-            split: [
-                {**asdict(j), "text": normalize_transcript(j.text), "spoken": j.text, "duration": durations[j.key]}
-                for j in plan[split]
-            ]
-            for split in SPLITS
-        }
+        log.info("espeak-ng %s: %d utterances in %.1f s into %s", version, len(jobs), time.perf_counter() - start,
+                 folder)
+        splits = {split: [{**asdict(j), "text": normalize_transcript(j.text), "spoken": j.text,
+                           "duration": durations[j.key]} for j in plan[split]] for split in SPLITS}
         return {"settings": self.settings(), "espeak_version": version, "splits": splits}
 
     def plan(self) -> dict[str, list[Job]]:
         """The utterances to synthesize, all drawn from random.Random(seed): texts, then each one's voice."""
         rng = random.Random(self.seed)
         texts = iter(self._texts(rng, sum(self.counts.values())))
-        plan = {}
-        for split in SPLITS:
-            plan[split] = [
-                Job(
-                    key=f"espeak/{split}/{i:05d}",
-                    file=f"{split}/{i:05d}.wav",
-                    text=next(texts),
-                    speaker=f"{rng.choice(self.voices)}+{rng.choice(self.variants[split])}",
-                    speed=rng.randint(*self.speed),
-                    pitch=rng.randint(*self.pitch),
-                )
-                for i in range(self.counts[split])
-            ]
-        return plan
+        return {split: [Job(key=f"espeak/{split}/{i:05d}", file=f"{split}/{i:05d}.wav", text=next(texts),
+                            speaker=f"{rng.choice(self.voices)}+{rng.choice(self.variants[split])}",
+                            speed=rng.randint(*self.speed), pitch=rng.randint(*self.pitch))
+                        for i in range(self.counts[split])] for split in SPLITS}
 
     def _texts(self, rng: random.Random, count: int) -> list[str]:
         """``count`` distinct texts to speak."""
@@ -182,10 +137,8 @@ class EspeakSpeech:
             return [number_words(n) for n in rng.sample(range(100_000), count)]
         sentences = ding_sentences(self.ding_path)
         if count > len(sentences):
-            raise SpeechDataError(
-                f"{self.ding_path} has only {len(sentences)} English sentences of <= {DING_WORDS} words, "
-                f"{count} utterances asked for: lower data.source.n_train / n_val / n_test"
-            )
+            raise SpeechDataError(f"{self.ding_path} has only {len(sentences)} English sentences of <= {DING_WORDS} "
+                                  f"words, {count} utterances asked for: lower data.source.n_train / n_val / n_test")
         return rng.sample(sentences, count)
 
 
@@ -195,10 +148,9 @@ def synthesize(job: Job, folder: Path) -> float:
     command = [ESPEAK, "-v", job.speaker, "-s", str(job.speed), "-p", str(job.pitch), "-w", str(path), job.text]
     done = subprocess.run(command, capture_output=True, text=True)
     if done.returncode != 0 or not path.is_file():
-        raise RuntimeError(
-            f"espeak-ng failed on {job.key} ({' '.join(command)}): {done.stderr.strip() or done.returncode}; "
-            "check the voice names with `espeak-ng --voices=en`"
-        )
+        raise RuntimeError(f"espeak-ng failed on {job.key} ({' '.join(command)}): "
+                           f"{done.stderr.strip() or done.returncode}; check the voice names with "
+                           "`espeak-ng --voices=en`")
     return audio_duration(path)
 
 
@@ -228,32 +180,22 @@ def ding_sentences(path: Path) -> list[str]:
 
 def _check_disjoint(variants: dict[str, list[str]]) -> None:
     for a, b in (("train", "val"), ("train", "test"), ("val", "test")):
-        shared = sorted(set(variants[a]) & set(variants[b]))
-        if shared:
-            raise ValueError(
-                f"{a}_variants and {b}_variants share {shared}: held-out splits must use unheard voice variants"
-            )
+        if shared := sorted(set(variants[a]) & set(variants[b])):
+            raise ValueError(f"{a}_variants and {b}_variants share {shared}: held-out splits must use unheard voice "
+                             "variants")
 
 
 def _check_installed_variants(variants: list[str]) -> None:
     """espeak-ng silently falls back to its default voice for an unknown variant: refuse one up front."""
-    unknown = sorted(set(variants) - installed_variants())
-    if unknown:
-        raise ValueError(
-            f"espeak-ng has no voice variant {unknown}: pick names from the File column of "
-            "`espeak-ng --voices=variant` (without the leading '!v/')"
-        )
+    if unknown := sorted(set(variants) - installed_variants()):
+        raise ValueError(f"espeak-ng has no voice variant {unknown}: pick names from the File column of "
+                         "`espeak-ng --voices=variant` (without the leading '!v/')")
 
 
 def manifest_utterances(manifest: dict, folder: Path) -> dict[str, list[Utterance]]:
     """{"train", "val", "test"} -> utterances of a manifest whose WAV files are in ``folder``."""
-    return {
-        split: [
-            Utterance(e["key"], str(folder / e["file"]), e["text"], e["duration"], e["speaker"])
-            for e in manifest["splits"][split]
-        ]
-        for split in SPLITS
-    }
+    return {split: [Utterance(e["key"], str(folder / e["file"]), e["text"], e["duration"], e["speaker"])
+                    for e in manifest["splits"][split]] for split in SPLITS}
 
 
 def read_manifest(path: Path) -> dict:

@@ -1,9 +1,5 @@
-"""Speech features: log-mel filterbanks with per-utterance CMVN, SpecAugment masking, and one utterance's
-features as a person reads them (``Spectrogram``).
-
-Both modules work on ONE utterance (no batch axis): the data pipeline computes the
-features once per utterance (and caches them); SpecAugment is applied per training example.
-"""
+"""Speech features of ONE utterance (no batch axis): log-mel filterbanks with per-utterance CMVN, computed once per
+utterance into the store; SpecAugment masking, per training example; ``Spectrogram``, as a person reads them."""
 
 from __future__ import annotations
 
@@ -13,8 +9,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 import torch.nn.functional as F
-import torchaudio
 from torch import Tensor, nn
+from torchaudio.transforms import FrequencyMasking, MelSpectrogram, TimeMasking
 
 LOG_FLOOR = 1e-6  # log(power + LOG_FLOOR): silence stays finite
 CMVN_EPS = 1e-5  # std floor of the normalisation (a constant bin, a one-frame utterance)
@@ -22,8 +18,7 @@ CMVN_EPS = 1e-5  # std floor of the normalisation (a constant bin, a one-frame u
 
 @dataclass(frozen=True)
 class Spectrogram:
-    """One utterance's log-mel features, (n_mels, frames) without padding, and the hop in seconds that puts
-    them on a time axis: how a person reads a speech source (beside its attention, say)."""
+    """One utterance's log-mel features, (n_mels, frames), and the hop in seconds: a speech source to read."""
 
     features: np.ndarray
     hop_seconds: float
@@ -36,29 +31,13 @@ class Spectrogram:
 class LogMelFrontEnd(nn.Module):
     """Waveform (samples,) -> log-mel features (frames, n_mels), float32.
 
-    Framing is Kaldi's ``snip_edges``: frame t covers samples ``[t*hop, t*hop + window)`` and
-    only whole windows inside the utterance count, so no frame sees padding and
+    Kaldi's ``snip_edges`` framing: frame t covers samples ``[t*hop, t*hop + window)``, so ``frames = 1 + (samples -
+    window) // hop`` (1 s at 16 kHz: 98); the window zero-padded to ``n_fft`` (next power of two). HTK mel filters,
+    ``log(power + 1e-6)``; ``normalize``: per-utterance CMVN. Shorter than a window: ``num_frames`` gives 0 and
+    ``forward`` raises ValueError."""
 
-        frames = 1 + (samples - window) // hop      (samples >= window)
-
-    (400-sample window, 160-sample hop at 16 kHz: 1 s gives 98 frames). The window is zero-padded
-    to ``n_fft`` (next power of two, 512) for the FFT, as Kaldi does. Power spectrum (power 2),
-    HTK mel filters from 0 Hz to Nyquist, ``log(x + 1e-6)``; with ``normalize`` each mel bin is
-    shifted and scaled to mean 0, std 1 over the utterance's frames (per-utterance CMVN).
-
-    An utterance shorter than one window has no frame: ``num_frames`` returns 0 (so a dataset can
-    filter on it) and ``forward`` raises ValueError naming the minimum number of samples.
-    """
-
-    def __init__(
-        self,
-        sample_rate: int = 16000,
-        n_mels: int = 80,
-        window_ms: float = 25.0,
-        hop_ms: float = 10.0,
-        n_fft: int | None = None,
-        normalize: bool = True,
-    ) -> None:
+    def __init__(self, sample_rate: int = 16000, n_mels: int = 80, window_ms: float = 25.0, hop_ms: float = 10.0,
+                 n_fft: int | None = None, normalize: bool = True) -> None:
         super().__init__()
         self.sample_rate = sample_rate
         self.n_mels = n_mels
@@ -70,15 +49,8 @@ class LogMelFrontEnd(nn.Module):
         if self.n_fft < self.win_length:
             raise ValueError(f"n_fft ({self.n_fft}) must be at least the window ({self.win_length} samples)")
         self.normalize = normalize
-        self.mel = torchaudio.transforms.MelSpectrogram(
-            sample_rate=sample_rate,
-            n_fft=self.n_fft,
-            win_length=self.win_length,
-            hop_length=self.hop_length,
-            n_mels=n_mels,
-            power=2.0,
-            center=False,
-        )
+        self.mel = MelSpectrogram(sample_rate=sample_rate, n_fft=self.n_fft, win_length=self.win_length,
+                                  hop_length=self.hop_length, n_mels=n_mels, power=2.0, center=False)
         # torch.stft frames n_fft samples and centres the shorter window in them: padding the
         # waveform by that offset makes each window start at t*hop (zeros fall outside the window)
         self.left_pad = (self.n_fft - self.win_length) // 2
@@ -86,14 +58,8 @@ class LogMelFrontEnd(nn.Module):
 
     def settings(self) -> dict:
         """Everything that shapes the features (the key of cached features)."""
-        return {
-            "sample_rate": self.sample_rate,
-            "n_mels": self.n_mels,
-            "window_ms": self.window_ms,
-            "hop_ms": self.hop_ms,
-            "n_fft": self.n_fft,
-            "normalize": self.normalize,
-        }
+        return {"sample_rate": self.sample_rate, "n_mels": self.n_mels, "window_ms": self.window_ms,
+                "hop_ms": self.hop_ms, "n_fft": self.n_fft, "normalize": self.normalize}
 
     @property
     def hop_seconds(self) -> float:
@@ -110,11 +76,9 @@ class LogMelFrontEnd(nn.Module):
         if waveform.dim() != 1:
             raise ValueError(f"expected one utterance as a 1-D waveform (samples,), got shape {tuple(waveform.shape)}")
         if waveform.numel() < self.win_length:
-            raise ValueError(
-                f"utterance of {waveform.numel()} samples is shorter than one analysis window: it needs at "
-                f"least {self.win_length} samples ({1000 * self.win_length / self.sample_rate:g} ms at "
-                f"{self.sample_rate} Hz); filter such utterances with num_frames(samples) == 0"
-            )
+            raise ValueError(f"utterance of {waveform.numel()} samples is shorter than one analysis window: it needs "
+                             f"at least {self.win_length} samples ({1000 * self.win_length / self.sample_rate:g} ms at "
+                             f"{self.sample_rate} Hz); filter such utterances with num_frames(samples) == 0")
         padded = F.pad(waveform.float(), (self.left_pad, self.right_pad))  # (samples + n_fft - window,)
         power = self.mel(padded)  # (n_mels, frames)
         features = torch.log(power + LOG_FLOOR).transpose(0, 1)  # (frames, n_mels)
@@ -126,32 +90,17 @@ class LogMelFrontEnd(nn.Module):
 
 
 class SpecAugment(nn.Module):
-    """Frequency and time masking of one utterance's features (Park et al. 2019, sec. 2; no time warping).
+    """Frequency and time masking of one utterance's features (Park et al. 2019, sec. 2; no time warping):
+    ``num_freq_masks`` bands of ``[0, freq_mask_param)`` mel bins and ``num_time_masks`` spans of ``[0,
+    min(time_mask_param, max_time_ratio * frames))`` frames, at random, set to 0 (the mean after CMVN)."""
 
-    ``num_freq_masks`` bands of width in ``[0, freq_mask_param)`` mel bins and ``num_time_masks``
-    spans of width in ``[0, min(time_mask_param, floor(max_time_ratio * frames)))`` frames
-    (torchaudio's ``p``: a single mask is never longer than that share of the utterance), each at a
-    uniform position; masked entries become 0, the mean after CMVN. A fresh draw on every call,
-    from torch's global generator (seeded per DataLoader worker). Masks may overlap.
-    """
-
-    def __init__(
-        self,
-        freq_mask_param: int = 27,
-        num_freq_masks: int = 2,
-        time_mask_param: int = 40,
-        num_time_masks: int = 2,
-        max_time_ratio: float = 0.2,
-    ) -> None:
+    def __init__(self, freq_mask_param: int = 27, num_freq_masks: int = 2, time_mask_param: int = 40,
+                 num_time_masks: int = 2, max_time_ratio: float = 0.2) -> None:
         super().__init__()
         if not 0.0 <= max_time_ratio <= 1.0:
             raise ValueError(f"max_time_ratio must be in [0, 1], got {max_time_ratio}")
-        self.freq_masks = nn.ModuleList(
-            torchaudio.transforms.FrequencyMasking(freq_mask_param) for _ in range(num_freq_masks)
-        )
-        self.time_masks = nn.ModuleList(
-            torchaudio.transforms.TimeMasking(time_mask_param, p=max_time_ratio) for _ in range(num_time_masks)
-        )
+        self.freq_masks = nn.ModuleList(FrequencyMasking(freq_mask_param) for _ in range(num_freq_masks))
+        self.time_masks = nn.ModuleList(TimeMasking(time_mask_param, p=max_time_ratio) for _ in range(num_time_masks))
 
     def forward(self, features: Tensor) -> Tensor:
         """(frames, n_mels) -> (frames, n_mels) with masked bands and spans set to 0."""

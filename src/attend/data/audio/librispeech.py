@@ -9,29 +9,18 @@ from pathlib import Path
 from attend.data.audio.record import SpeechDataError, Utterance, normalize_transcript
 from attend.data.bad_samples import Skipped
 
-HOW_TO_GET = (
-    "download the subsets from https://www.openslr.org/12 (e.g. train-clean-100.tar.gz, dev-clean.tar.gz, "
-    "test-clean.tar.gz), extract them into one folder (they unpack into LibriSpeech/SUBSET) and pass "
-    "data.source.root=.../LibriSpeech"
-)
+HOW_TO_GET = ("download the subsets from https://www.openslr.org/12 (e.g. train-clean-100.tar.gz, dev-clean.tar.gz, "
+              "test-clean.tar.gz), extract them into one folder (they unpack into LibriSpeech/SUBSET) and pass "
+              "data.source.root=.../LibriSpeech")
 
 
 class LibriSpeech:
-    """One utterance per transcript line; the subsets of each split are concatenated.
+    """One utterance per ``SPEAKER-CHAPTER-UTT TRANSCRIPT`` line of the ``SPEAKER-CHAPTER.trans.txt`` files of each
+    split's subsets. A malformed line raises SpeechDataError (file:line); a line that is not valid UTF-8 or whose
+    FLAC file is missing comes as a ``Skipped`` item in its place."""
 
-    Lines of ``SPEAKER-CHAPTER.trans.txt`` read ``SPEAKER-CHAPTER-UTT TRANSCRIPT``. A malformed line
-    raises SpeechDataError naming file:line; a line that is not valid UTF-8 or whose FLAC file is missing
-    comes as a ``Skipped`` item in its place, named by file and line (the data module counts it, or stops,
-    by ``data.on_error``).
-    """
-
-    def __init__(
-        self,
-        root: str | os.PathLike,
-        train: Sequence[str] = ("train-clean-100",),
-        val: Sequence[str] = ("dev-clean",),
-        test: Sequence[str] = ("test-clean",),
-    ) -> None:
+    def __init__(self, root: str | os.PathLike, train: Sequence[str] = ("train-clean-100",),
+                 val: Sequence[str] = ("dev-clean",), test: Sequence[str] = ("test-clean",)) -> None:
         self.root = Path(root)
         self.subsets = {"train": list(train), "val": list(val), "test": list(test)}  # plain lists: Hydra's ListConfig
 
@@ -40,13 +29,11 @@ class LibriSpeech:
         return {"root": str(self.root), **self.subsets}
 
     def splits(self) -> dict[str, list[Utterance | Skipped]]:
-        """{"train", "val", "test"} -> utterances of the split's subsets, in file order, and a ``Skipped`` item in
-        place of each bad line."""
+        """{"train", "val", "test"} -> utterances of the split's subsets, in file order."""
         return {split: [u for name in subsets for u in self.subset(name)] for split, subsets in self.subsets.items()}
 
     def subset(self, name: str) -> list[Utterance | Skipped]:
-        """Every utterance of one subset folder (e.g. "dev-clean"), sorted by speaker, chapter and line; a
-        ``Skipped`` item in place of each bad line."""
+        """Every utterance of one subset folder (e.g. "dev-clean"), sorted by speaker, chapter and line."""
         folder = self.root / name
         if not folder.is_dir():
             nested = self.root / "LibriSpeech" / name
@@ -54,10 +41,9 @@ class LibriSpeech:
             raise SpeechDataError(f"LibriSpeech subset folder {folder} does not exist{hint}. To get it, {HOW_TO_GET}")
         transcripts = sorted(folder.glob("*/*/*.trans.txt"))
         if not transcripts:
-            raise SpeechDataError(
-                f"LibriSpeech subset folder {folder} holds no SPEAKER/CHAPTER/SPEAKER-CHAPTER.trans.txt files: "
-                f"the extraction looks incomplete; {HOW_TO_GET}"
-            )
+            raise SpeechDataError(f"LibriSpeech subset folder {folder} holds no "
+                                  f"SPEAKER/CHAPTER/SPEAKER-CHAPTER.trans.txt files: the extraction looks incomplete; "
+                                  f"{HOW_TO_GET}")
         return [u for path in transcripts for u in read_transcript(path)]
 
 
@@ -78,10 +64,8 @@ def read_transcript(path: Path) -> list[Utterance | Skipped]:
                 continue
             key, _, text = line.strip().partition(" ")
             if not key.startswith(f"{chapter_id}-") or not text.strip():
-                raise SpeechDataError(
-                    f"{path}:{line_no}: expected `{chapter_id}-UTT TRANSCRIPT`, got {line.strip()[:80]!r}; "
-                    "fix the line or re-extract the subset"
-                )
+                raise SpeechDataError(f"{path}:{line_no}: expected `{chapter_id}-UTT TRANSCRIPT`, got "
+                                      f"{line.strip()[:80]!r}; fix the line or re-extract the subset")
             flac = path.parent / f"{key}.flac"
             if not flac.is_file():
                 problem = f"audio {flac} is missing; re-extract the subset or delete this line"

@@ -13,12 +13,8 @@ LINE_FORMAT = '{"audio_filepath": "a/b.wav", "text": "the transcript", "duration
 
 
 class JsonlManifest:
-    """One manifest file per split; relative audio paths are relative to the manifest's folder.
-
-    Blank lines are ignored; an optional "speaker" string is kept. A line that is not valid UTF-8 comes as a
-    ``Skipped`` item in its place (the data module counts it, or stops, by ``data.on_error``); a missing audio
-    file is a bad sample when it is read (AudioReadError), not here.
-    """
+    """One manifest file per split (audio paths relative to its folder; blank lines ignored; an optional "speaker"
+    kept). A line that is not valid UTF-8 is a ``Skipped`` item; a missing audio file is a skip when it is read."""
 
     def __init__(self, train: str | os.PathLike, val: str | os.PathLike, test: str | os.PathLike) -> None:
         self.files = {"train": Path(train), "val": Path(val), "test": Path(test)}
@@ -33,13 +29,10 @@ class JsonlManifest:
 
 
 def read_manifest(path: Path) -> list[Utterance | Skipped]:
-    """The utterances of one JSON-lines manifest, keyed by audio_filepath as written; a line that is not valid
-    UTF-8 is a ``Skipped`` item."""
+    """The utterances of one JSON-lines manifest, keyed by audio_filepath as written."""
     if not path.is_file():
-        raise SpeechDataError(
-            f"manifest {path} does not exist: it should hold one JSON object per line, like {LINE_FORMAT}; "
-            "set data.source.train / val / test to your manifest files"
-        )
+        raise SpeechDataError(f"manifest {path} does not exist: it should hold one JSON object per line, like "
+                              f"{LINE_FORMAT}; set data.source.train / val / test to your manifest files")
     utterances: list[Utterance | Skipped] = []
     with open(path, "rb") as f:
         for line_no, raw in enumerate(f, 1):
@@ -62,8 +55,7 @@ def parse_line(line: str, where: str, folder: Path) -> Utterance:
         raise SpeechDataError(f"{where}: not valid JSON ({e}); each line must be one object like {LINE_FORMAT}") from e
     if not isinstance(entry, dict):
         raise SpeechDataError(f"{where}: expected a JSON object like {LINE_FORMAT}, got {type(entry).__name__}")
-    missing = [k for k in ("audio_filepath", "text", "duration") if k not in entry]
-    if missing:
+    if missing := [k for k in ("audio_filepath", "text", "duration") if k not in entry]:
         raise SpeechDataError(f"{where}: missing key(s) {missing}; each line needs them all, like {LINE_FORMAT}")
     audio, text, duration = entry["audio_filepath"], entry["text"], entry["duration"]
     if not isinstance(audio, str) or not isinstance(text, str):
@@ -71,10 +63,6 @@ def parse_line(line: str, where: str, folder: Path) -> Utterance:
     if isinstance(duration, bool) or not isinstance(duration, int | float) or duration < 0:
         raise SpeechDataError(f"{where}: duration {duration!r} is not a number of seconds >= 0; fix the line")
     speaker = entry.get("speaker", "")
-    return Utterance(
-        key=audio,
-        path=str(folder / audio),  # an absolute audio_filepath replaces the folder
-        text=normalize_transcript(text),
-        duration=float(duration),
-        speaker=str(speaker) if speaker is not None else "",
-    )
+    return Utterance(key=audio, path=str(folder / audio),  # an absolute audio_filepath replaces the folder
+                     text=normalize_transcript(text), duration=float(duration),
+                     speaker=str(speaker) if speaker is not None else "")

@@ -18,11 +18,9 @@ from attend.data.store import ExampleStore
 
 
 class AudioModality(Modality):
-    """Records are ``Utterance``s; ``frontend`` (``LogMelFrontEnd``) turns each into (frames, n_mels) features,
-    whose frame count is the source size (``data.max_source_len`` counts frames: 100 a second at a 10 ms hop).
-    With ``precompute`` the features of every split are computed once into the encoded store (on disk, mapped,
-    float16); without, only the durations are, and each step reads the audio. ``spec_augment`` (null: none)
-    masks training features. Unreadable audio is a skip."""
+    """Records are ``Utterance``s; ``frontend`` (``LogMelFrontEnd``) turns each into (frames, n_mels) features, the
+    frame count being the source size. ``precompute``: the features are stored once (float16), else only the
+    durations, and each step reads the audio. ``spec_augment`` masks training features. Unreadable audio is a skip."""
 
     name = "audio"
     unit = example_unit = "utterances"
@@ -93,10 +91,7 @@ class AudioModality(Modality):
 
 @torch.no_grad()
 def compute_features(frontend: nn.Module, path: str) -> Tensor:
-    """Log-mel features (frames, n_mels) of one audio file, read at the front end's sample rate.
-
-    Raises AudioReadError for a file that cannot be read and for one shorter than a single window.
-    """
+    """Log-mel features (frames, n_mels) of one audio file; AudioReadError for one unreadable or under a window."""
     waveform = read_audio(path, frontend.sample_rate)
     if frontend.num_frames(waveform.numel()) == 0:
         raise AudioReadError(

@@ -44,9 +44,8 @@ def read_audio(path: str | os.PathLike, sample_rate: int = 16000) -> torch.Tenso
     try:
         samples, rate = soundfile.read(path, dtype="float32", always_2d=True)  # (samples, channels)
     except (RuntimeError, OSError, ValueError) as e:  # soundfile.LibsndfileError is a RuntimeError
-        raise AudioReadError(
-            f"audio file {str(path)!r} cannot be read: {e}; re-create or re-download it, or remove it from the data set"
-        ) from e
+        raise AudioReadError(f"audio file {str(path)!r} cannot be read: {e}; re-create or re-download it, or remove it "
+                             "from the data set") from e
     if samples.shape[0] == 0:
         raise AudioReadError(f"audio file {str(path)!r} holds no samples; re-create it or remove it from the data set")
     wave = torch.from_numpy(samples).mean(dim=1)  # (samples,)
@@ -60,9 +59,8 @@ def audio_duration(path: str | os.PathLike) -> float:
     try:
         return float(soundfile.info(path).duration)
     except (RuntimeError, OSError, ValueError) as e:
-        raise AudioReadError(
-            f"audio file {str(path)!r} cannot be read: {e}; check that it exists and is WAV, FLAC or OGG"
-        ) from e
+        raise AudioReadError(f"audio file {str(path)!r} cannot be read: {e}; check that it exists and is WAV, FLAC or "
+                             "OGG") from e
 
 
 def normalize_transcript(text: str) -> str:

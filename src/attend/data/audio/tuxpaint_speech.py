@@ -17,20 +17,11 @@ RECORDING = re.compile(r"_desc(?:_(?P<lang>[a-z]{2,3}(?:_[A-Z]{2})?(?:@\w+)?))?\
 
 
 class TuxPaintSpeech:
-    """One utterance per recorded stamp description in ``language`` (French: about 900); a seeded split.
+    """One utterance per recorded stamp description in ``language`` (French: about 900; "en": NAME_desc.ogg and the
+    first line of NAME.txt); a seeded split. A recording without a transcript is left out, counted in ``skipped``."""
 
-    ``language="en"`` reads NAME_desc.ogg with the English first line of NAME.txt. A recording whose
-    text file or language line is missing or empty is skipped, counted in ``skipped`` and logged.
-    """
-
-    def __init__(
-        self,
-        root: str | os.PathLike = TUXPAINT_STAMPS,
-        language: str = "fr",
-        n_val: int = 100,
-        n_test: int = 120,
-        seed: int = 1234,
-    ) -> None:
+    def __init__(self, root: str | os.PathLike = TUXPAINT_STAMPS, language: str = "fr", n_val: int = 100,
+                 n_test: int = 120, seed: int = 1234) -> None:
         self.root = Path(root)
         self.language = language
         self.n_val = n_val
@@ -40,13 +31,8 @@ class TuxPaintSpeech:
 
     def settings(self) -> dict:
         """The constructor arguments."""
-        return {
-            "root": str(self.root),
-            "language": self.language,
-            "n_val": self.n_val,
-            "n_test": self.n_test,
-            "seed": self.seed,
-        }
+        return {"root": str(self.root), "language": self.language, "n_val": self.n_val, "n_test": self.n_test,
+                "seed": self.seed}
 
     def splits(self) -> dict[str, list[Utterance]]:
         """{"train", "val", "test"} -> utterances: exactly n_test test and n_val val, the rest train."""
@@ -56,18 +42,15 @@ class TuxPaintSpeech:
     def utterances(self) -> list[Utterance]:
         """Every recording in ``language`` that has a transcript, sorted by key."""
         if not self.root.is_dir():
-            raise SpeechDataError(
-                f"the Tux Paint stamps are missing: {self.root} is not a folder. Install them with "
-                "`apt-get install tuxpaint-stamps-default` (Debian) or pass data.source.root=... pointing at a "
-                "folder of NAME.txt descriptions with NAME_desc_LANG.ogg recordings"
-            )
+            raise SpeechDataError(f"the Tux Paint stamps are missing: {self.root} is not a folder. Install them with "
+                                  "`apt-get install tuxpaint-stamps-default` (Debian) or pass data.source.root=... "
+                                  "pointing at a folder of NAME.txt descriptions with NAME_desc_LANG.ogg recordings")
         suffix = "_desc.ogg" if self.language == "en" else f"_desc_{self.language}.ogg"
         recordings = sorted(self.root.rglob(f"*{suffix}"))
         if not recordings:
-            raise SpeechDataError(
-                f"no *{suffix} recordings under {self.root}; languages with recordings there: "
-                f"{', '.join(recording_languages(self.root)) or 'none'} (set data.source.language=...)"
-            )
+            raise SpeechDataError(f"no *{suffix} recordings under {self.root}; languages with recordings there: "
+                                  f"{', '.join(recording_languages(self.root)) or 'none'} "
+                                  "(set data.source.language=...)")
         utterances, skipped = [], []
         for ogg in recordings:
             text = self._transcript(ogg.with_name(ogg.name[: -len(suffix)] + ".txt"))
@@ -78,21 +61,14 @@ class TuxPaintSpeech:
             utterances.append(Utterance(key=key, path=str(ogg), text=text))
         self.skipped = len(skipped)
         if skipped:
-            log.warning(
-                "skipped %d of %d Tux Paint %r recordings without a %r line in their .txt file, e.g. %s",
-                len(skipped),
-                len(recordings),
-                self.language,
-                self.language,
-                ", ".join(skipped[:3]),
-            )
+            log.warning("skipped %d of %d Tux Paint %r recordings without a %r line in their .txt file, e.g. %s",
+                        len(skipped), len(recordings), self.language, self.language, ", ".join(skipped[:3]))
         return utterances
 
     def _transcript(self, txt: Path) -> str:
         """The normalized ``language`` line of a stamp's .txt file; "" when missing."""
-        if self.language == "en":
-            return normalize_transcript(first_line(txt) or "")
-        return normalize_transcript(language_line(txt, self.language) or "")
+        line = first_line(txt) if self.language == "en" else language_line(txt, self.language)
+        return normalize_transcript(line or "")
 
 
 def language_line(path: Path, language: str) -> str | None:

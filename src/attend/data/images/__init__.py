@@ -9,15 +9,5 @@ from attend.data.images.record import CaptionDataError, ImageCaption, ImageReadE
 from attend.data.images.shapes import ShapeScenes
 from attend.data.images.tuxpaint import TuxPaintStamps
 
-__all__ = [
-    "CaptionDataError",
-    "EmojiImages",
-    "Flickr8k",
-    "ImageCaption",
-    "ImageReadError",
-    "KarpathyJSON",
-    "SceneObject",
-    "ShapeScenes",
-    "TuxPaintStamps",
-    "read_rgb",
-]
+__all__ = ["CaptionDataError", "EmojiImages", "Flickr8k", "ImageCaption", "ImageReadError", "KarpathyJSON",
+           "SceneObject", "ShapeScenes", "TuxPaintStamps", "read_rgb"]

@@ -20,9 +20,8 @@ MARGIN = 0.05  # white margin around the glyph, as a fraction of its larger side
 class EmojiImages:
     """Every fully-qualified emoji the font draws as one visible glyph; a fixed seeded split by emoji."""
 
-    def __init__(
-        self, font: str | os.PathLike = NOTO_COLOR_EMOJI, n_val: int = 300, n_test: int = 300, seed: int = 1234
-    ) -> None:
+    def __init__(self, font: str | os.PathLike = NOTO_COLOR_EMOJI, n_val: int = 300, n_test: int = 300,
+                 seed: int = 1234) -> None:
         self.font_path = Path(font)
         self.n_val = n_val
         self.n_test = n_test
@@ -39,19 +38,16 @@ class EmojiImages:
         """The font at its colour size, loaded once."""
         if self._font is None:
             if not self.font_path.is_file():
-                raise FileNotFoundError(
-                    f"the emoji font {self.font_path} is missing. Install it with "
-                    "`apt-get install fonts-noto-color-emoji` (Debian) or pass data.source.font=... "
-                    "pointing at a colour emoji .ttf"
-                )
+                raise FileNotFoundError(f"the emoji font {self.font_path} is missing. Install it with `apt-get install "
+                                        "fonts-noto-color-emoji` (Debian) or pass data.source.font=... pointing at a "
+                                        "colour emoji .ttf")
             self._font = ImageFont.truetype(str(self.font_path), FONT_SIZE)
         return self._font
 
     def splits(self) -> dict[str, list[ImageCaption]]:
         """{"train", "val", "test"} -> emoji records: exactly n_test test and n_val val emoji, the rest train."""
-        return split_by_key(
-            self.records(), self.n_val, self.n_test, self.seed, f"emoji drawn by {self.font_path}", "images"
-        )
+        return split_by_key(self.records(), self.n_val, self.n_test, self.seed, f"emoji drawn by {self.font_path}",
+                            "images")
 
     def records(self) -> list[ImageCaption]:
         """Every fully-qualified emoji the font draws as a single visible glyph, sorted by key."""

@@ -1,14 +1,9 @@
 """A frozen image encoder's features, computed once into the example store instead of at every training step.
 
-A frozen backbone (EfficientNet-Lite0 in ``task=caption``) gives the same features for the same pixels, so
-running it on every batch of every epoch is wasted work: it was most of a caption epoch. The data module asks
-the encoder for its frozen part (a ``FeatureExtractor``, given by the builder), runs it once over each split's
-image store and keeps the features as float16 rows of a feature store; batches then carry the features as
-``src`` and the encoder reads them as they are (``attend.encoders.pretrained_grid``).
-
-Augmentation: the random crop of pixel training cannot be drawn afresh each step, so training images get
-``crops`` fixed random crops (seeded per image), computed once with the full image; each training example
-picks one of these versions at random every time it is read. Validation and test use the full image only.
+A frozen backbone gives the same features for the same pixels, so running it on every batch of every epoch was
+wasted work (most of a caption epoch). The random crop cannot be drawn afresh each step, so training images get
+``crops`` fixed random crops (seeded per image) besides the full image, one picked at random each time an example
+is read; validation and test use the full image only.
 """
 
 from __future__ import annotations
@@ -29,8 +24,7 @@ EXTRACT_BATCH = 32  # images through the extractor at once
 
 
 class FeatureExtractor(Protocol):
-    """The frozen part of an image encoder: ImageNet-normalised (B, 3, H, W) float -> (B, C, h, w) features;
-    ``key`` names it (class and a hash of its weights), so a store of its features is found again."""
+    """An encoder's frozen part: normalised (B, 3, H, W) -> (B, C, h, w); ``key`` (class, weights) names it."""
 
     key: str
 
@@ -43,8 +37,7 @@ def normalise(pixels: Tensor) -> Tensor:
 
 
 def crop_versions(pixels: Tensor, crops: int, seed: int) -> Tensor:
-    """(1 + crops, 3, H, W) uint8: the image as it is, then ``crops`` random crops resized back, drawn from a
-    generator seeded by ``seed`` alone (the same crops whatever the shard or worker)."""
+    """(1 + crops, 3, H, W) uint8: the image, then ``crops`` random crops resized back, seeded by ``seed``."""
     size = pixels.shape[-1]
     versions = [pixels]
     with torch.random.fork_rng(devices=[]):
@@ -54,9 +47,8 @@ def crop_versions(pixels: Tensor, crops: int, seed: int) -> Tensor:
     return torch.stack(versions)
 
 
-def feature_store(
-    images: ExampleStore, extractor: FeatureExtractor, crops: int, seed: int, folder, describe: str
-) -> ExampleStore:
+def feature_store(images: ExampleStore, extractor: FeatureExtractor, crops: int, seed: int, folder,
+                  describe: str) -> ExampleStore:
     """The features of every row of ``images`` (an image store), ``1 + crops`` versions each, prepared when
     missing. Row r holds ``features`` (float16 bytes of (versions, C, h, w)); ``meta`` holds the shape."""
     shape: dict[str, list[int]] = {}
@@ -70,20 +62,16 @@ def feature_store(
         blobs = [row.contiguous().numpy().tobytes() for row in features]
         return Shard({"features": pa.array(blobs, type=pa.binary())})
 
-    return prepared_store(
-        folder, range(len(images)), prepare, FEATURE_SHARD_IMAGES, workers=0,  # torch uses the cores itself
-        meta=lambda: {"shape": shape.get("versions", [])}, describe=describe,
-    )
+    return prepared_store(folder, range(len(images)), prepare, FEATURE_SHARD_IMAGES, workers=0,  # torch uses the cores
+                          meta=lambda: {"shape": shape.get("versions", [])}, describe=describe)
 
 
 def stored_features(store: ExampleStore, row: int, version: int = 0) -> Tensor:
     """(C, h, w) float32 features of one version of a row of a feature store."""
     versions, *cell_shape = store.meta["shape"]
     flat = np.frombuffer(store.buffer("features", row), dtype=np.float16)
-    per_version = flat.size // versions
-    return torch.from_numpy(flat[version * per_version : (version + 1) * per_version].astype(np.float32)).view(
-        *cell_shape
-    )
+    size = flat.size // versions
+    return torch.from_numpy(flat[version * size : (version + 1) * size].astype(np.float32)).view(*cell_shape)
 
 
 def feature_versions(store: ExampleStore) -> int:

@@ -5,10 +5,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from PIL import Image
-
-from attend.data.bad_samples import Skipped
-from attend.data.images.record import CaptionDataError, ImageCaption, read_rgb
+from attend.data.bad_samples import Skipped, decode_line
+from attend.data.images.record import CaptionDataError, ImageCaption, ImageFiles
 
 HOW_TO_GET = (
     "Flickr8k comes as Flickr8k_Dataset.zip (the images, folder Flicker8k_Dataset) and Flickr8k_text.zip "
@@ -17,23 +15,13 @@ HOW_TO_GET = (
 )
 
 
-class Flickr8k:
-    """One record per image named in a split file, with its captions in #N order.
+class Flickr8k(ImageFiles):
+    """One record per image named in a split file, with its captions in #N order; a caption line that is not valid
+    UTF-8 or is empty comes as a ``Skipped`` item (file:line) just before its image's record, or alone."""
 
-    A caption line that is not valid UTF-8 or whose caption is empty comes as a ``Skipped`` item, named by
-    file and line, in the split that lists its image, just before that image's record (the data module counts
-    it, or stops, by ``data.on_error``); an image left without captions that way has only its Skipped items.
-    """
-
-    def __init__(
-        self,
-        root: str | os.PathLike,
-        captions: str = "Flickr8k.token.txt",
-        images: str = "Flicker8k_Dataset",
-        train: str = "Flickr_8k.trainImages.txt",
-        val: str = "Flickr_8k.devImages.txt",
-        test: str = "Flickr_8k.testImages.txt",
-    ) -> None:
+    def __init__(self, root: str | os.PathLike, captions: str = "Flickr8k.token.txt", images: str = "Flicker8k_Dataset",
+                 train: str = "Flickr_8k.trainImages.txt", val: str = "Flickr_8k.devImages.txt",
+                 test: str = "Flickr_8k.testImages.txt") -> None:
         self.root = Path(root)
         self.files = {"captions": captions, "images": images, "train": train, "val": val, "test": test}
 
@@ -46,17 +34,15 @@ class Flickr8k:
         return self.root / self.files[name]  # an absolute file name replaces root
 
     def splits(self) -> dict[str, list[ImageCaption | Skipped]]:
-        """{"train", "val", "test"} -> records in split-file order, each image's bad caption lines as ``Skipped``
-        items before its record; an image whose file is missing is kept (load_image fails on it)."""
+        """{"train", "val", "test"} -> records in split-file order (an image whose file is missing is kept)."""
         if not self.root.is_dir():
             raise CaptionDataError(f"Flickr8k folder {str(self.root)!r} does not exist. {HOW_TO_GET}")
         token_lines = read_lines(self.path("captions"), "lines `IMAGE.jpg#N<TAB>caption`, five captions per image")
         images = self.path("images")
         if not images.is_dir():
-            raise CaptionDataError(
-                f"Flickr8k image folder {str(images)!r} does not exist: it should hold the JPEGs, e.g. "
-                f"1000268201_693b08cb0e.jpg (pass data.source.images=... if yours is named otherwise). {HOW_TO_GET}"
-            )
+            raise CaptionDataError(f"Flickr8k image folder {str(images)!r} does not exist: it should hold the JPEGs, "
+                                   "e.g. 1000268201_693b08cb0e.jpg (pass data.source.images=... if yours is named "
+                                   f"otherwise). {HOW_TO_GET}")
         listed = {split: read_split_file(self.path(split)) for split in ("train", "val", "test")}
         split_of = {name: split for split, lines in listed.items() for _, name in lines}
         captions, skipped = self.read_captions(token_lines, split_of)
@@ -70,18 +56,15 @@ class Flickr8k:
                 if name in captions:
                     items.append(ImageCaption(key=name, captions=captions[name], path=str(images / name)))
                 elif name not in without_captions:
-                    raise CaptionDataError(
-                        f"{self.path(split)}:{line_no}: image {name!r} has no captions in {self.path('captions')}; "
-                        "remove it from the split file or use the token file that belongs to this split"
-                    )
+                    raise CaptionDataError(f"{self.path(split)}:{line_no}: image {name!r} has no captions in "
+                                           f"{self.path('captions')}; remove it from the split file or use the token "
+                                           "file that belongs to this split")
             out[split] = items
         return out
 
-    def read_captions(
-        self, token_lines: list[tuple[int, str | UnicodeDecodeError]], split_of: dict[str, str]
-    ) -> tuple[dict[str, tuple[str, ...]], dict[str, list[Skipped]]]:
-        """Captions of the listed images in #N order, and each listed image's bad caption lines as Skipped items
-        (in file order); lines of images no split lists are ignored."""
+    def read_captions(self, token_lines: list[tuple[int, str | UnicodeDecodeError]], split_of: dict[str, str]
+                      ) -> tuple[dict[str, tuple[str, ...]], dict[str, list[Skipped]]]:
+        """Captions of the listed images in #N order, and their bad caption lines (others ignored) as Skipped."""
         path = self.path("captions")
         numbered: dict[str, list[tuple[int, str]]] = {}
         skipped: dict[str, list[Skipped]] = {}
@@ -103,20 +86,14 @@ class Flickr8k:
         ordered = {name: tuple(c for _, c in sorted(caps, key=lambda nc: nc[0])) for name, caps in numbered.items()}
         return ordered, skipped
 
-    def load_image(self, record: ImageCaption) -> Image.Image:
-        """The image as RGB; ImageReadError if its file is missing or corrupt."""
-        return read_rgb(record.path)
-
 
 def parse_token_line(path: Path, line_no: int, line: str) -> tuple[str, int, str]:
     """(image name, caption number, stripped caption) of an ``IMAGE.jpg#N<TAB>caption`` line."""
     ref, tab, caption = line.partition("\t")
     name, hash_, n = ref.rpartition("#")
     if not tab or not hash_ or not name:
-        raise CaptionDataError(
-            f"{path}:{line_no}: expected `IMAGE.jpg#N<TAB>caption` (a '#', a caption number and a tab), "
-            f"got {line[:80]!r}; fix or delete this line"
-        )
+        raise CaptionDataError(f"{path}:{line_no}: expected `IMAGE.jpg#N<TAB>caption` (a '#', a caption number and a "
+                               f"tab), got {line[:80]!r}; fix or delete this line")
     if not n.strip().isdigit():
         raise CaptionDataError(f"{path}:{line_no}: caption number {n!r} after '#' is not a number; fix the line")
     return name.strip(), int(n), caption.strip()
@@ -124,29 +101,18 @@ def parse_token_line(path: Path, line_no: int, line: str) -> tuple[str, int, str
 
 def read_split_file(path: Path) -> list[tuple[int, str]]:
     """(line number, image name) of each non-blank line of a split file."""
-    named = []
-    for line_no, line in read_lines(path, "one image file name per line"):
+    lines = read_lines(path, "one image file name per line")
+    for line_no, line in lines:
         if isinstance(line, UnicodeDecodeError):
             raise CaptionDataError(f"{path}:{line_no}: not valid UTF-8 ({line.reason}); re-save the file as UTF-8")
-        named.append((line_no, line.strip()))
-    return named
+    return [(line_no, line.strip()) for line_no, line in lines]
 
 
 def read_lines(path: Path, should_contain: str) -> list[tuple[int, str | UnicodeDecodeError]]:
-    """(1-based line number, line without its end) of each non-blank line of a UTF-8 file, each line decoded
-    on its own: one that is not valid UTF-8 is its UnicodeDecodeError, so the caller can name and skip it."""
+    """(line number, ``decode_line``) of each non-blank line of a file."""
     if not path.is_file():
-        raise CaptionDataError(
-            f"Flickr8k file {str(path)!r} does not exist: it should contain {should_contain}. {HOW_TO_GET}"
-        )
-    lines: list[tuple[int, str | UnicodeDecodeError]] = []
+        raise CaptionDataError(f"Flickr8k file {str(path)!r} does not exist: it should contain {should_contain}. "
+                               f"{HOW_TO_GET}")
     with open(path, "rb") as f:
-        for line_no, raw in enumerate(f, 1):
-            try:
-                line = raw.decode("utf-8-sig" if line_no == 1 else "utf-8", errors="strict").rstrip("\r\n")
-            except UnicodeDecodeError as e:
-                lines.append((line_no, e))
-                continue
-            if line.strip():
-                lines.append((line_no, line))
-    return lines
+        lines = [(line_no, decode_line(raw, line_no)) for line_no, raw in enumerate(f, 1)]
+    return [(line_no, line) for line_no, line in lines if isinstance(line, UnicodeDecodeError) or line.strip()]

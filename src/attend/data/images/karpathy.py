@@ -6,28 +6,19 @@ import json
 import os
 from pathlib import Path
 
-from PIL import Image
-
-from attend.data.images.record import CaptionDataError, ImageCaption, read_rgb
+from attend.data.images.record import CaptionDataError, ImageCaption, ImageFiles
 from attend.data.splitting import SPLITS
 
-HOW_TO_GET = (
-    "The Karpathy splits come in caption_datasets.zip (dataset_coco.json, dataset_flickr8k.json, "
-    "dataset_flickr30k.json); pass one as data.source.path=... and the folder of its images as "
-    "data.source.image_root=..."
-)
+HOW_TO_GET = ("The Karpathy splits come in caption_datasets.zip (dataset_coco.json, dataset_flickr8k.json, "
+              "dataset_flickr30k.json); pass one as data.source.path=... and the folder of its images as "
+              "data.source.image_root=...")
 KNOWN_SPLITS = (*SPLITS, "restval")
 
 
-class KarpathyJSON:
+class KarpathyJSON(ImageFiles):
     """Records of a Karpathy split file; "restval" images join train when use_restval, else they are dropped."""
 
-    def __init__(
-        self,
-        path: str | os.PathLike,
-        image_root: str | os.PathLike,
-        use_restval: bool = True,
-    ) -> None:
+    def __init__(self, path: str | os.PathLike, image_root: str | os.PathLike, use_restval: bool = True) -> None:
         self.path = Path(path)
         self.image_root = Path(image_root)
         self.use_restval = use_restval
@@ -37,15 +28,13 @@ class KarpathyJSON:
         return {"path": str(self.path), "image_root": str(self.image_root), "use_restval": self.use_restval}
 
     def splits(self) -> dict[str, list[ImageCaption]]:
-        """{"train", "val", "test"} -> records, in file order, read from the JSON file (the example store keeps
-        them, so a cached start does not parse COCO's 130 MB file again)."""
+        """{"train", "val", "test"} -> records, in file order."""
         out: dict[str, list[ImageCaption]] = {split: [] for split in SPLITS}
         for index, image in enumerate(self.read_images()):
             split = self.field(image, index, "split")
             if split not in KNOWN_SPLITS:
-                raise CaptionDataError(
-                    f"{self.path}: image {index} has split {split!r}; expected one of {', '.join(KNOWN_SPLITS)}"
-                )
+                raise CaptionDataError(f"{self.path}: image {index} has split {split!r}; expected one of "
+                                       f"{', '.join(KNOWN_SPLITS)}")
             if split == "restval":
                 if not self.use_restval:
                     continue
@@ -56,25 +45,20 @@ class KarpathyJSON:
     def read_images(self) -> list[dict]:
         """The "images" list of the JSON file."""
         if not self.path.is_file():
-            raise CaptionDataError(
-                f"Karpathy split file {str(self.path)!r} does not exist: it should be a JSON object "
-                f'{{"images": [{{"filename", "split", "sentences": [{{"raw", "tokens"}}]}}], "dataset": ...}}. '
-                f"{HOW_TO_GET}"
-            )
+            raise CaptionDataError(f"Karpathy split file {str(self.path)!r} does not exist: it should be a JSON object "
+                                   f'{{"images": [{{"filename", "split", "sentences": [{{"raw", "tokens"}}]}}], '
+                                   f'"dataset": ...}}. {HOW_TO_GET}')
         try:
             with open(self.path, encoding="utf-8") as f:
                 data = json.load(f)
         except json.JSONDecodeError as e:
-            raise CaptionDataError(
-                f"{self.path}:{e.lineno}:{e.colno}: invalid JSON ({e.msg}); re-download the file, it may be truncated"
-            ) from e
+            raise CaptionDataError(f"{self.path}:{e.lineno}:{e.colno}: invalid JSON ({e.msg}); re-download the file, "
+                                   "it may be truncated") from e
         except UnicodeDecodeError as e:
             raise CaptionDataError(f"{self.path}: not UTF-8 ({e}); re-download the file") from e
         if not isinstance(data, dict) or not isinstance(data.get("images"), list):
-            raise CaptionDataError(
-                f'{self.path}: missing key "images": expected a JSON object with an "images" list, as in the '
-                f"Karpathy split files. {HOW_TO_GET}"
-            )
+            raise CaptionDataError(f'{self.path}: missing key "images": expected a JSON object with an "images" list, '
+                                   f"as in the Karpathy split files. {HOW_TO_GET}")
         return data["images"]
 
     def record(self, image: dict, index: int) -> ImageCaption:
@@ -87,9 +71,8 @@ class KarpathyJSON:
         captions = []
         for j, sentence in enumerate(sentences):
             if not isinstance(sentence, dict) or ("raw" not in sentence and "tokens" not in sentence):
-                raise CaptionDataError(
-                    f'{self.path}: image {index} ({filename}), sentence {j}: missing key "raw" (and "tokens")'
-                )
+                raise CaptionDataError(f'{self.path}: image {index} ({filename}), sentence {j}: missing key "raw" '
+                                       '(and "tokens")')
             raw = sentence["raw"] if "raw" in sentence else " ".join(sentence["tokens"])
             if str(raw).strip():
                 captions.append(str(raw).strip())
@@ -103,7 +86,3 @@ class KarpathyJSON:
         if not isinstance(image, dict) or key not in image:
             raise CaptionDataError(f'{self.path}: image {index} is missing the key "{key}"')
         return image[key]
-
-    def load_image(self, record: ImageCaption) -> Image.Image:
-        """The image as RGB; ImageReadError if its file is missing or corrupt."""
-        return read_rgb(record.path)

@@ -29,20 +29,12 @@ log = logging.getLogger("attend.data")
 
 
 class ImageModality(Modality):
-    """Records are ``ImageCaption``s read through the source's ``load_image`` (and ``load_mask``, Tux Paint's
-    alpha) and letterboxed to ``image_size`` squares; unreadable images are skips.
-
-    Training has one example per (image, caption): an image with five captions is seen five times an epoch, each
-    time with another target; evaluation has one example per image, scored against all its captions. Batches
-    add ``objects`` (a synthetic scene's named boxes) and, in evaluation, ``unseen`` (no reference occurs among
-    the training captions) and, for sources with masks, ``object_masks`` (B, H, W) in [0, 1] with
-    ``has_object_mask`` (B,). ``augment``: a light random crop in training, ``hflip`` a random flip.
-
-    ``precompute_features``: when the encoder has a frozen part (``use_frozen_features``), its features are
-    computed once per image into a feature store and batches carry them as ``src``; training then sees
-    ``feature_crops`` fixed random crops of each image besides the image itself; evaluation batches also carry
-    the images as ``pixels``, which the plots draw.
-    """
+    """Records are ``ImageCaption``s read through the source's ``load_image`` (and ``load_mask``), letterboxed to
+    ``image_size`` squares; unreadable images are skips. Batches add ``objects`` and, in evaluation, ``unseen`` and,
+    for sources with masks, ``object_masks`` (B, H, W) in [0, 1] with ``has_object_mask`` (B,). ``augment``: a light
+    random crop in training, ``hflip`` a random flip. ``precompute_features``: a frozen encoder part's features are
+    stored once per image (``feature_crops`` crops besides, in training) and batched as ``src``, with the images as
+    ``pixels`` in evaluation."""
 
     name = "image"
     unit = "images"

@@ -3,8 +3,6 @@ object masks where the source has them), memory-mapped by every loader worker; v
 
 from __future__ import annotations
 
-import logging
-
 import numpy as np
 import torch
 from PIL import Image
@@ -14,15 +12,13 @@ from torchvision.transforms import v2
 from attend.data.images.record import ImageCaption
 from attend.data.store import ExampleStore
 
-log = logging.getLogger("attend.data")
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
 CROP_SCALE, CROP_RATIO = (0.8, 1.0), (0.9, 1.1)  # the light random crop of training images (and stored crops)
 
 
-def square_resize(
-    image: Image.Image, size: int, fill: int | tuple[int, ...] = (255, 255, 255), resample=Image.Resampling.BICUBIC
-) -> Image.Image:
+def square_resize(image: Image.Image, size: int, fill: int | tuple[int, ...] = (255, 255, 255),
+                  resample=Image.Resampling.BICUBIC) -> Image.Image:
     """Pad to a square on ``fill`` (white; centred, nothing cut off), then resize to ``size`` x ``size``."""
     width, height = image.size
     side = max(width, height)
@@ -34,8 +30,7 @@ def square_resize(
 
 
 def square_resize_mask(mask: Image.Image, size: int) -> Tensor:
-    """(size, size) uint8 of an "L" object mask letterboxed as ``square_resize`` does the pixels: the padding
-    is background (0), and the box filter keeps each pixel's covered fraction (255: all object)."""
+    """(size, size) uint8 of an "L" mask letterboxed like the pixels: padding 0, each pixel its covered share."""
     resized = square_resize(mask, size, fill=0, resample=Image.Resampling.BOX)
     return torch.from_numpy(np.asarray(resized, dtype=np.uint8).copy())
 

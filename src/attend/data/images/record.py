@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from PIL import Image
 
@@ -38,39 +40,45 @@ class CaptionDataError(DataError):
     """A caption data set file is missing or malformed; the message names the file, the line and the fix."""
 
 
+class ImageFiles:
+    """A source whose records name their image files: ``load_image`` reads one as RGB (transparent parts white),
+    ImageReadError if it is missing or corrupt."""
+
+    def load_image(self, record: ImageCaption) -> Image.Image:
+        return read_rgb(record.path)
+
+
 def read_rgb(path: str | os.PathLike) -> Image.Image:
     """Open an image file as RGB; RGBA/LA/P-with-transparency are composited on white."""
-    if not Path(path).is_file():
-        raise ImageReadError(f"image file {str(path)!r} does not exist")
-    try:
-        with Image.open(path) as img:
-            img.load()  # decode everything here so truncated files fail inside the try
-            return to_rgb(img)
-    except (OSError, SyntaxError, ValueError, Image.DecompressionBombError) as e:
-        raise ImageReadError(f"image file {str(path)!r} cannot be read: {e}") from e
+    return _read(path, to_rgb)
 
 
 def read_alpha(path: str | os.PathLike) -> Image.Image | None:
     """The alpha channel of an image file as an "L" image (the object mask of a stamp), None when the file
     has no transparency or its alpha is the same everywhere (an opaque picture: no object outline)."""
+    alpha = _read(path, lambda img: img.convert("RGBA").getchannel("A") if _transparent(img) else None)
+    return None if alpha is None or len(set(alpha.getextrema())) == 1 else alpha
+
+
+def _read(path: str | os.PathLike, convert: Callable[[Image.Image], Any]) -> Any:
+    """``convert`` of the decoded image file; ImageReadError when it is missing or cannot be read."""
     if not Path(path).is_file():
         raise ImageReadError(f"image file {str(path)!r} does not exist")
     try:
         with Image.open(path) as img:
-            img.load()
-            if "A" not in img.getbands() and "transparency" not in img.info:
-                return None
-            alpha = img.convert("RGBA").getchannel("A")
+            img.load()  # decode everything here so truncated files fail inside the try
+            return convert(img)
     except (OSError, SyntaxError, ValueError, Image.DecompressionBombError) as e:
         raise ImageReadError(f"image file {str(path)!r} cannot be read: {e}") from e
-    low, high = alpha.getextrema()
-    return None if low == high else alpha
+
+
+def _transparent(img: Image.Image) -> bool:
+    return "A" in img.getbands() or "transparency" in img.info
 
 
 def to_rgb(img: Image.Image) -> Image.Image:
     """An RGB copy of ``img``, transparent parts composited on white."""
-    if "A" in img.getbands() or "transparency" in img.info:
+    if _transparent(img):
         rgba = img.convert("RGBA")
-        white = Image.new("RGBA", rgba.size, (255, 255, 255, 255))
-        return Image.alpha_composite(white, rgba).convert("RGB")
+        return Image.alpha_composite(Image.new("RGBA", rgba.size, (255, 255, 255, 255)), rgba).convert("RGB")
     return img.convert("RGB")

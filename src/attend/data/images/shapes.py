@@ -21,15 +21,8 @@ SUPERSAMPLE = 4
 class ShapeScenes:
     """Deterministic scenes of 1..max_objects shapes; scene i of a split does not depend on the n_* sizes."""
 
-    def __init__(
-        self,
-        n_train: int = 4000,
-        n_val: int = 300,
-        n_test: int = 300,
-        image_size: int = 64,
-        max_objects: int = 3,
-        seed: int = 1234,
-    ) -> None:
+    def __init__(self, n_train: int = 4000, n_val: int = 300, n_test: int = 300, image_size: int = 64,
+                 max_objects: int = 3, seed: int = 1234) -> None:
         if not 1 <= max_objects <= GRID * GRID:
             raise ValueError(f"max_objects={max_objects} must be between 1 and {GRID * GRID} (one shape per slot)")
         if image_size < GRID * 4:
@@ -43,14 +36,8 @@ class ShapeScenes:
 
     def settings(self) -> dict:
         """The constructor arguments."""
-        return {
-            "n_train": self.sizes["train"],
-            "n_val": self.sizes["val"],
-            "n_test": self.sizes["test"],
-            "image_size": self.image_size,
-            "max_objects": self.max_objects,
-            "seed": self.seed,
-        }
+        return {"n_train": self.sizes["train"], "n_val": self.sizes["val"], "n_test": self.sizes["test"],
+                "image_size": self.image_size, "max_objects": self.max_objects, "seed": self.seed}
 
     def splits(self) -> dict[str, list[ImageCaption]]:
         """{"train", "val", "test"} -> scene records (layout and caption only, nothing is rendered)."""

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from PIL import Image
 
-from attend.data.images.record import ImageCaption, read_alpha, read_rgb
+from attend.data.images.record import ImageCaption, ImageFiles, read_alpha
 from attend.data.splitting import split_by_key
 
 log = logging.getLogger("attend.data")
@@ -18,16 +18,12 @@ TUXPAINT_STAMPS = "/usr/share/tuxpaint/stamps"
 TRANSLATION = re.compile(r"^[a-z]{2,3}(_[A-Z]{2})?(@\w+)?\.utf8=")  # "de.utf8=...": a translation, not English
 
 
-class TuxPaintStamps:
-    """Stamps NAME.png captioned by the first non-empty line of NAME.txt; a fixed seeded split by image.
+class TuxPaintStamps(ImageFiles):
+    """Stamps NAME.png captioned by the first non-empty line of NAME.txt; a fixed seeded split by image. A stamp's
+    alpha channel outlines its object (``load_mask``; 782 of the 785 captioned default stamps have one)."""
 
-    A stamp's alpha channel outlines its object: ``load_mask`` gives it (782 of the 785 captioned stamps
-    of tuxpaint-stamps-default have one; the other 3 are opaque and have none).
-    """
-
-    def __init__(
-        self, root: str | os.PathLike = TUXPAINT_STAMPS, n_val: int = 100, n_test: int = 120, seed: int = 1234
-    ) -> None:
+    def __init__(self, root: str | os.PathLike = TUXPAINT_STAMPS, n_val: int = 100, n_test: int = 120,
+                 seed: int = 1234) -> None:
         self.root = Path(root)
         self.n_val = n_val
         self.n_test = n_test
@@ -40,18 +36,15 @@ class TuxPaintStamps:
 
     def splits(self) -> dict[str, list[ImageCaption]]:
         """{"train", "val", "test"} -> stamp records: exactly n_test test and n_val val images, the rest train."""
-        return split_by_key(
-            self.records(), self.n_val, self.n_test, self.seed, f"Tux Paint stamps in {self.root}", "images"
-        )
+        return split_by_key(self.records(), self.n_val, self.n_test, self.seed, f"Tux Paint stamps in {self.root}",
+                            "images")
 
     def records(self) -> list[ImageCaption]:
         """Every captioned stamp under root, sorted by key."""
         if not self.root.is_dir():
-            raise FileNotFoundError(
-                f"the Tux Paint stamps are missing: {self.root} is not a folder. Install them with "
-                "`apt-get install tuxpaint-stamps-default` (Debian) or pass data.source.root=... "
-                "pointing at a folder of NAME.png stamps with NAME.txt descriptions"
-            )
+            raise FileNotFoundError(f"the Tux Paint stamps are missing: {self.root} is not a folder. Install them with "
+                                    "`apt-get install tuxpaint-stamps-default` (Debian) or pass data.source.root=... "
+                                    "pointing at a folder of NAME.png stamps with NAME.txt descriptions")
         records, skipped = [], []
         for png in sorted(self.root.rglob("*.png")):
             caption = first_line(png.with_suffix(".txt"))
@@ -64,10 +57,6 @@ class TuxPaintStamps:
             total = len(skipped) + len(records)
             log.info("skipped %d of %d Tux Paint stamps without an English description .txt", len(skipped), total)
         return records
-
-    def load_image(self, record: ImageCaption) -> Image.Image:
-        """The stamp as RGB, transparent parts white."""
-        return read_rgb(record.path)
 
     def load_mask(self, record: ImageCaption) -> Image.Image | None:
         """The stamp's object mask (its alpha channel, "L", the image's size), None for an opaque stamp."""

@@ -1,10 +1,6 @@
-"""Which characters of a written date produce each character of its ISO form ``YYYY-MM-DD``.
-
-Babel's ``format_date`` is ``parse_pattern(format).apply(date, locale)``: literal text and one
-``DateTimeFormat(date, locale)[field]`` per pattern field. Rebuilding the text field by field the
-same way tells where each field lies; the spans then follow the whitespace normalisation that
-``DatePairs`` applies to the text (``" ".join(text.split())``).
-"""
+"""Which characters of a written date produce each character of its ISO form ``YYYY-MM-DD``: Babel's
+``format_date`` is literal text and one ``DateTimeFormat(date, locale)[field]`` per pattern field, so rebuilding it
+field by field tells where each field lies (then moved by ``DatePairs``' whitespace normalisation)."""
 
 from __future__ import annotations
 
@@ -27,14 +23,8 @@ def date_pieces(date: datetime.date, format: str, locale: Locale | str) -> list[
     locale = Locale.parse(locale)
     pattern = get_date_format(format, locale=locale) if format in CLDR_STYLES else format
     values = DateTimeFormat(date, locale)
-    pieces: list[Piece] = []
-    for kind, value in tokenize_pattern(parse_pattern(pattern).pattern):
-        if kind == "chars":
-            pieces.append((value, None))
-        else:
-            letter, count = value
-            pieces.append((values[letter * count], letter))
-    return pieces
+    tokens = tokenize_pattern(parse_pattern(pattern).pattern)  # ("chars", text) or ("field", (letter, count))
+    return [(value, None) if kind == "chars" else (values[value[0] * value[1]], value[0]) for kind, value in tokens]
 
 
 def normalized_positions(text: str) -> list[int | None]:
@@ -55,10 +45,8 @@ def normalized_positions(text: str) -> list[int | None]:
 
 
 def field_spans(pieces: list[Piece]) -> dict[str, Span]:
-    """Span of each date field (year, month, day) in the normalised text, for fields written exactly once.
-
-    A field written twice (or not at all) gets no span: no single span says where it was read.
-    """
+    """Span of each date field (year, month, day) in the normalised text, for fields written exactly once (no
+    single span says where a field written twice was read)."""
     positions = normalized_positions("".join(text for text, _ in pieces))
     spans: dict[str, list[Span]] = {}
     start = 0

@@ -55,25 +55,12 @@ class WrittenDate:
 
 
 class DatePairs:
-    """Synthetic (written date, ``YYYY-MM-DD``) pairs drawn uniformly from 1950-2049 with Babel.
+    """Synthetic (written date, ``YYYY-MM-DD``) pairs drawn uniformly from 1950-2049 with Babel; val and test dates
+    are distinct days never in train (in any locale or format). Locales can collide (en_US ``3/5/61`` is 5 March in
+    es_ES), as in real data: a small accuracy ceiling."""
 
-    Val and test dates are distinct days that never occur in train (in any locale or format);
-    training dates are drawn from the remaining days, so ``n_train`` may exceed their number.
-    Two-digit years are unambiguous in this century window. Locale conventions themselves can
-    collide (en_US ``3/5/61`` is 5 March in es_ES), as in real data: a small accuracy ceiling.
-    Val and test items carry a third element, their alignment: which written characters produce each
-    ISO character (for attention metrics), from the locale and format each pair was drawn with.
-    """
-
-    def __init__(
-        self,
-        n_train: int = 20000,
-        n_val: int = 1000,
-        n_test: int = 1000,
-        seed: int = 1234,
-        locales: Sequence[str] = DEFAULT_LOCALES,
-        formats: Sequence[str] = DEFAULT_FORMATS,
-    ) -> None:
+    def __init__(self, n_train: int = 20000, n_val: int = 1000, n_test: int = 1000, seed: int = 1234,
+                 locales: Sequence[str] = DEFAULT_LOCALES, formats: Sequence[str] = DEFAULT_FORMATS) -> None:
         if n_val + n_test >= N_DAYS:
             raise ValueError(f"n_val + n_test must leave training days: at most {N_DAYS - 1} in all")
         self.n_train = n_train
@@ -109,12 +96,6 @@ class DatePairs:
                 "locales": [str(locale) for locale in self.locales], "formats": self.formats}
 
     def splits(self) -> dict[str, list[Pair] | list[AlignedPair]]:
-        """{"train", "val", "test"} -> (written date, ISO date) pairs in train; in val and test
-        (written date, ISO date, alignment), the alignment giving each ISO character's source span: year
-        characters point at the written year, month characters at the month (digits or a name such as
-        "März"), day characters at the day, the hyphens at None. Spans are [start, end) character indices
-        of the written date; only the scored splits need them."""
-        return {
-            name: [written.pair() if name == "train" else (*written.pair(), written.alignment()) for written in drawn]
-            for name, drawn in self._draws().items()
-        }
+        """{"train", "val", "test"} -> (written date, ISO date) pairs, in val and test with their alignment."""
+        return {name: [w.pair() if name == "train" else (*w.pair(), w.alignment()) for w in drawn]
+                for name, drawn in self._draws().items()}

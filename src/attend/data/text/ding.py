@@ -24,34 +24,19 @@ class DingNotFoundError(DatasetMissingError):
     """The Ding dictionary file is missing."""
 
     def __init__(self, path: str | os.PathLike) -> None:
-        super().__init__(
-            f"Ding dictionary not found at {path}. Install it with `apt-get install trans-de-en` "
-            "(Debian/Ubuntu; it provides /usr/share/trans/de-en), e.g. by running `make install` as "
-            "root, or pass path=... to a copy of the file."
-        )
+        super().__init__(f"Ding dictionary not found at {path}. Install it with `apt-get install trans-de-en` "
+                         "(Debian/Ubuntu; it provides /usr/share/trans/de-en), e.g. by running `make install` as "
+                         "root, or pass path=... to a copy of the file.")
 
 
 class DingPairs:
-    """Full-sentence pairs of the Ding dictionary, split once with a seed (about 17.9k pairs).
+    """Full-sentence pairs of the Ding dictionary (``attend.data.text.ding_format``), split once with a seed (about
+    17.9k pairs). ``extra_phrases`` adds every other word/phrase pair (~368k) to train only, minus any pair whose
+    source or target equals a val/test sentence; ``max_extra_phrases`` keeps a seeded random subset of them."""
 
-    Each line is ``German :: English``; sub-entries (`` | ``) pair up when both sides have as
-    many, the first alternative (``; ``) of each side is taken, annotations ({} [] () <>) are
-    stripped. A pair is a sentence when its German side ends in . ? ! and has >= 3 words.
-    ``extra_phrases`` adds every other word/phrase pair (~368k) to train only, minus any pair
-    whose source or target equals a val/test sentence; ``max_extra_phrases`` keeps a seeded random
-    subset of them. The dictionary is parsed on every call: the example store keeps what it gives.
-    """
-
-    def __init__(
-        self,
-        path: str | os.PathLike = DING_PATH,
-        direction: str = "de-en",
-        seed: int = 1234,
-        n_val: int = 1000,
-        n_test: int = 1000,
-        extra_phrases: bool = False,
-        max_extra_phrases: int | None = None,
-    ) -> None:
+    def __init__(self, path: str | os.PathLike = DING_PATH, direction: str = "de-en", seed: int = 1234,
+                 n_val: int = 1000, n_test: int = 1000, extra_phrases: bool = False,
+                 max_extra_phrases: int | None = None) -> None:
         if direction not in ("de-en", "en-de"):
             raise ValueError(f"direction must be 'de-en' or 'en-de', not {direction!r}")
         self.path = Path(path)
@@ -86,31 +71,18 @@ class DingPairs:
     def settings(self) -> dict[str, Any]:
         """What the pairs depend on (example-store keys): the dictionary file's identity and every option."""
         stat = self.path.stat()
-        return {
-            "version": EXTRACTION_VERSION,
-            "path": str(self.path.resolve()),
-            "size": stat.st_size,
-            "mtime_ns": stat.st_mtime_ns,
-            "seed": self.seed,
-            "n_val": self.n_val,
-            "n_test": self.n_test,
-            "extra_phrases": self.extra_phrases,
-            "direction": self.direction,
-            "max_extra_phrases": self.max_extra_phrases,
-        }
+        return {"version": EXTRACTION_VERSION, "path": str(self.path.resolve()), "size": stat.st_size,
+                "mtime_ns": stat.st_mtime_ns, "seed": self.seed, "n_val": self.n_val, "n_test": self.n_test,
+                "extra_phrases": self.extra_phrases, "direction": self.direction,
+                "max_extra_phrases": self.max_extra_phrases}
 
     def build(self) -> dict[str, list[Pair]]:
         """Parse the dictionary and split it (German -> English), every phrase pair kept."""
         with open(self.path, encoding="utf-8") as f:
             entries = parse_ding(f)
         splits = disjoint_split(entries.sentences, self.n_val, self.n_test, self.seed)
-        log.info(
-            "Ding: %d sentence pairs (train %d, val %d, test %d)",
-            len(entries.sentences),
-            len(splits["train"]),
-            len(splits["val"]),
-            len(splits["test"]),
-        )
+        log.info("Ding: %d sentence pairs (train %d, val %d, test %d)", len(entries.sentences),
+                 *(len(splits[name]) for name in ("train", "val", "test")))
         if self.extra_phrases:
             held_out = {text for name in ("val", "test") for pair in splits[name] for text in pair}
             extra = [p for p in entries.phrases if p[0] not in held_out and p[1] not in held_out]

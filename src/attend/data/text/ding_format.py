@@ -21,11 +21,8 @@ class DingEntries:
 
 
 def clean(text: str) -> str:
-    """Strip annotations in {} [] () <> (nested ones too) and collapse whitespace.
-
-    A space an annotation leaves before final punctuation goes too: ``einmal (hatte ich)!``
-    becomes ``einmal!``.
-    """
+    """Strip annotations in {} [] () <> (nested ones too), collapse whitespace, and drop a space an annotation
+    leaves before final punctuation: ``einmal (hatte ich)!`` becomes ``einmal!``."""
     previous = None
     while previous != text:
         previous, text = text, ANNOTATION_RE.sub(" ", text)
@@ -38,11 +35,8 @@ def is_sentence(german: str) -> bool:
 
 
 def line_pairs(line: str) -> Iterator[tuple[str, str]]:
-    """(German, English) of each sub-entry: first alternative with first alternative.
-
-    Sub-entries (`` | ``) pair up only when both sides have as many; alternatives (``; ``)
-    are usually not parallel, so only the first of each side is used.
-    """
+    """(German, English) of each sub-entry (`` | ``), when both sides have as many: the first alternative (``; ``)
+    of each side, as alternatives are usually not parallel."""
     line = line.rstrip("\n")
     if not line.strip() or line.startswith("#") or " :: " not in line:
         return
@@ -57,19 +51,12 @@ def line_pairs(line: str) -> Iterator[tuple[str, str]]:
 
 
 def _first_alternative(sub_entry: str) -> str:
-    for alternative in sub_entry.split("; "):
-        cleaned = clean(alternative)
-        if cleaned:
-            return cleaned
-    return ""
+    return next((cleaned for cleaned in map(clean, sub_entry.split("; ")) if cleaned), "")
 
 
 def parse_ding(lines: Iterable[str]) -> DingEntries:
-    """Sentence pairs and other pairs, de-duplicated, in file order.
-
-    Sentences holding ``/`` are inline alternatives (``He / It is...``, ``abgemacht/ausgemacht``)
-    with no single reading: they are left out of both lists.
-    """
+    """Sentence pairs and other pairs, de-duplicated, in file order; sentences holding ``/`` are inline
+    alternatives (``He / It is...``) with no single reading, left out of both lists."""
     sentences: dict[tuple[str, str], None] = {}
     phrases: dict[tuple[str, str], None] = {}
     for line in lines:

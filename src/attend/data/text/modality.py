@@ -7,16 +7,14 @@ from typing import Any
 
 import pyarrow as pa
 
-from attend.data.modality import Modality, json_column, strings
+from attend.data.modality import ColumnTexts, Modality, json_column, strings
 from attend.data.store import ExampleStore, ragged
 from attend.data.tokenizers.tokenizer import Tokenizer, tokenizer_from_state
 
 
 class TextModality(Modality):
-    """Records are ``(source, target)`` pairs, or ``(source, target, alignment)`` where the source knows which
-    source characters produce each target character (``DatePairs``: for each reference character a
-    [start, end) span or None); evaluation batches then carry ``alignments``. ``tokenizer`` tokenizes the
-    source (fitted on the training sources unless fitted already)."""
+    """Records are ``(source, target)`` pairs, or ``(source, target, alignment)`` (``DatePairs``: each target
+    character's source span), which evaluation batches carry as ``alignments``; ``tokenizer`` tokenizes the source."""
 
     name = "text"
     unit = example_unit = "pairs"
@@ -34,7 +32,7 @@ class TextModality(Modality):
 
     def fit(self, records: ExampleStore) -> None:
         if not self.tokenizer.is_fitted:
-            self.tokenizer.fit(SourceTexts(records))
+            self.tokenizer.fit(ColumnTexts(records, "source"))
 
     def record_columns(self, pairs: list[tuple]) -> dict[str, Any]:
         columns = {
@@ -81,13 +79,3 @@ class TextModality(Modality):
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.tokenizer = tokenizer_from_state(state["src_tokenizer"])
-
-
-class SourceTexts:
-    """The source sentences of a records store, re-read on each iteration (SentencePiece may read them twice)."""
-
-    def __init__(self, records: ExampleStore) -> None:
-        self.records = records
-
-    def __iter__(self):
-        return (self.records.value("source", row) for row in range(len(self.records)))

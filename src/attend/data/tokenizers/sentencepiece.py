@@ -21,28 +21,13 @@ SAMPLE_SEED = 0
 class SentencePieceTokenizer(Tokenizer):
     """Unigram (or bpe/char/word) SentencePiece model with pad/bos/eos/unk = 0/1/2/3.
 
-    ``fit`` trains in memory and writes no file: the trained model's bytes live in ``state_dict()``, and the
-    example store (which keeps the fitted tokenizers) is what spares a later start the training. The model
-    depends on ``num_threads`` (SentencePiece is deterministic per thread count), so it is a setting, not a
-    machine property. ``hard_vocab_limit=False`` lets tiny corpora get fewer pieces than ``vocab_size`` instead
-    of failing. ``normalization="identity"`` keeps every character (decode(encode(text)) == text, so hypotheses
-    compare with raw references); ``"nmt_nfkc"`` is SentencePiece's own default. ``fit`` reads ``texts`` once,
-    as a stream (any iterable will do); SentencePiece keeps the sentences it trains on in memory, so a corpus
-    of more than ``max_sentences`` sentences trains on a seeded sample of that many (``reservoir_sample``),
-    which bounds the memory and time of fitting on corpora of millions of lines.
-    """
+    ``fit`` trains in memory (the model's bytes live in ``state_dict()``) on a seeded sample of at most
+    ``max_sentences`` sentences. ``num_threads`` is a setting: the model depends on it. ``hard_vocab_limit=False``
+    lets tiny corpora get fewer pieces; ``normalization="identity"`` keeps decode(encode(text)) == text."""
 
-    def __init__(
-        self,
-        vocab_size: int = 8000,
-        model_type: str = "unigram",
-        lowercase: bool = False,
-        character_coverage: float = 1.0,
-        num_threads: int = 4,
-        hard_vocab_limit: bool = True,
-        normalization: str = "identity",
-        max_sentences: int = 300_000,
-    ) -> None:
+    def __init__(self, vocab_size: int = 8000, model_type: str = "unigram", lowercase: bool = False,
+                 character_coverage: float = 1.0, num_threads: int = 4, hard_vocab_limit: bool = True,
+                 normalization: str = "identity", max_sentences: int = 300_000) -> None:
         super().__init__(lowercase=lowercase)
         self.max_sentences = max_sentences
         self.requested_vocab_size = vocab_size
@@ -54,20 +39,11 @@ class SentencePieceTokenizer(Tokenizer):
         self.model_proto: bytes | None = None
         self.processor: spm.SentencePieceProcessor | None = None
 
-    # fitting ---------------------------------------------------------------------------------
     def _trainer_args(self) -> dict[str, Any]:
-        return {
-            "vocab_size": self.requested_vocab_size,
-            "model_type": self.model_type,
-            "character_coverage": self.character_coverage,
-            "num_threads": self.num_threads,
-            "hard_vocab_limit": self.hard_vocab_limit,
-            "normalization_rule_name": self.normalization,
-            "pad_id": PAD_ID,
-            "bos_id": BOS_ID,
-            "eos_id": EOS_ID,
-            "unk_id": UNK_ID,
-        }
+        return {"vocab_size": self.requested_vocab_size, "model_type": self.model_type,
+                "character_coverage": self.character_coverage, "num_threads": self.num_threads,
+                "hard_vocab_limit": self.hard_vocab_limit, "normalization_rule_name": self.normalization,
+                "pad_id": PAD_ID, "bos_id": BOS_ID, "eos_id": EOS_ID, "unk_id": UNK_ID}
 
     def fit(self, texts: Iterable[str]) -> None:
         """Train on ``texts`` (read once, as a stream), in memory."""
@@ -79,16 +55,14 @@ class SentencePieceTokenizer(Tokenizer):
             log.info("training SentencePiece on a seeded sample of %d of %d sentences (max_sentences)",
                      len(sample), count)
         model = io.BytesIO()
-        spm.SentencePieceTrainer.train(
-            sentence_iterator=iter(sample), model_writer=model, minloglevel=2, **self._trainer_args()
-        )
+        spm.SentencePieceTrainer.train(sentence_iterator=iter(sample), model_writer=model, minloglevel=2,
+                                       **self._trainer_args())
         self._load_proto(model.getvalue())
 
     def _load_proto(self, proto: bytes) -> None:
         self.processor = spm.SentencePieceProcessor(model_proto=proto)
         self.model_proto = proto
 
-    # encoding --------------------------------------------------------------------------------
     @property
     def _sp(self) -> spm.SentencePieceProcessor:
         if self.processor is None:
@@ -112,18 +86,11 @@ class SentencePieceTokenizer(Tokenizer):
     def _pieces(self, ids: list[int]) -> list[str]:
         return [self._sp.id_to_piece(i) for i in ids]
 
-    # state -----------------------------------------------------------------------------------
     def settings(self) -> dict[str, Any]:
-        return {
-            **super().settings(),
-            "vocab_size": self.requested_vocab_size,
-            "model_type": self.model_type,
-            "character_coverage": self.character_coverage,
-            "num_threads": self.num_threads,
-            "hard_vocab_limit": self.hard_vocab_limit,
-            "normalization": self.normalization,
-            "max_sentences": self.max_sentences,
-        }
+        return {**super().settings(), "vocab_size": self.requested_vocab_size, "model_type": self.model_type,
+                "character_coverage": self.character_coverage, "num_threads": self.num_threads,
+                "hard_vocab_limit": self.hard_vocab_limit, "normalization": self.normalization,
+                "max_sentences": self.max_sentences}
 
     def _fitted_state(self) -> dict[str, Any]:
         assert self.model_proto is not None

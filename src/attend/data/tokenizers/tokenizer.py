@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import importlib
+import itertools
 import pickle
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -17,31 +18,14 @@ Ids = Sequence[int] | torch.Tensor
 
 
 class Tokenizer:
-    """Text <-> ids with pad=0, bos=1, eos=2, unk=3; fitted on training text only.
+    """Text <-> ids with pad=0, bos=1, eos=2, unk=3; fitted on training text only. Subclasses write ``fit``,
+    ``encode``, ``_decode_clean`` (ids without specials -> text), ``_pieces`` (ids -> readable strings),
+    ``vocab_size`` and ``settings``/``_fitted_state``."""
 
-    Subclasses write ``fit``, ``encode``, ``_decode_clean`` (ids without specials -> text),
-    ``_pieces`` (ids -> readable strings), ``vocab_size`` and ``settings``/``_fitted_state``.
-    """
+    pad_id, bos_id, eos_id, unk_id = PAD_ID, BOS_ID, EOS_ID, UNK_ID
 
     def __init__(self, lowercase: bool = False) -> None:
         self.lowercase = lowercase
-
-    # special ids -------------------------------------------------------------------------
-    @property
-    def pad_id(self) -> int:
-        return PAD_ID
-
-    @property
-    def bos_id(self) -> int:
-        return BOS_ID
-
-    @property
-    def eos_id(self) -> int:
-        return EOS_ID
-
-    @property
-    def unk_id(self) -> int:
-        return UNK_ID
 
     @property
     def vocab_size(self) -> int:
@@ -53,7 +37,6 @@ class Tokenizer:
         """Whether ``fit`` (or ``load_state_dict``) has built a vocabulary."""
         raise NotImplementedError
 
-    # text <-> ids ------------------------------------------------------------------------
     def normalize(self, text: str) -> str:
         """The text as the vocabulary sees it (lower-cased when configured)."""
         return text.lower() if self.lowercase else text
@@ -72,18 +55,11 @@ class Tokenizer:
 
     def tokens(self, ids: Ids) -> list[str]:
         """One readable piece per id (specials as ``<s>``, ``</s>``...): a sequence as a person reads it."""
-        ids = _as_list(ids)
-        return [SPECIAL_TOKENS[i] if i < UNK_ID else self._pieces([i])[0] for i in ids]
+        return [SPECIAL_TOKENS[i] if i < UNK_ID else self._pieces([i])[0] for i in _as_list(ids)]
 
     def strip_specials(self, ids: Ids) -> list[int]:
         """Ids up to the first eos, without pad and bos."""
-        out = []
-        for i in _as_list(ids):
-            if i == EOS_ID:
-                break
-            if i not in (PAD_ID, BOS_ID):
-                out.append(i)
-        return out
+        return [i for i in itertools.takewhile(lambda id_: id_ != EOS_ID, _as_list(ids)) if i not in (PAD_ID, BOS_ID)]
 
     def _decode_clean(self, ids: list[int]) -> str:
         raise NotImplementedError
@@ -91,7 +67,6 @@ class Tokenizer:
     def _pieces(self, ids: list[int]) -> list[str]:
         raise NotImplementedError
 
-    # state -------------------------------------------------------------------------------
     def settings(self) -> dict[str, Any]:
         """Constructor arguments (plain python types)."""
         return {"lowercase": self.lowercase}
@@ -109,11 +84,8 @@ class Tokenizer:
         if not self.is_fitted:
             raise RuntimeError(f"{type(self).__name__} is not fitted: call fit(train_texts) first")
         cls = type(self)
-        return {
-            "class": f"{cls.__module__}.{cls.__qualname__}",
-            "settings": self.settings(),
-            "fitted": self._fitted_state(),
-        }
+        return {"class": f"{cls.__module__}.{cls.__qualname__}", "settings": self.settings(),
+                "fitted": self._fitted_state()}
 
     def __repr__(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in self.settings().items())

@@ -67,10 +67,7 @@ class VocabTokenizer(Tokenizer):
         return self.vocab
 
     def fit(self, texts: Iterable[str]) -> None:
-        counts: Counter[str] = Counter()
-        for text in texts:
-            counts.update(self.split(self.normalize(text)))
-        self.vocab = self._build(counts)
+        self.vocab = self._build(Counter(token for text in texts for token in self.split(self.normalize(text))))
 
     def encode(self, text: str) -> list[int]:
         return self._vocab.lookup(self.split(self.normalize(text)))

@@ -8,9 +8,8 @@ from typing import Any
 
 from attend.data.tokenizers.vocab import Vocab, VocabTokenizer
 
-# a word keeps inner apostrophes, hyphens and number separators (don't, A-Dur, 3.5, 1,000, 10:30,
-# z.B, sb.’s) and a trailing hyphen of a truncated compound (Ein- und Ausgang); any other symbol
-# is a token of its own
+# a word keeps inner apostrophes, hyphens and number separators (don't, A-Dur, 3.5, 1,000, 10:30, z.B, sb.’s) and a
+# trailing hyphen of a truncated compound (Ein- und Ausgang); any other symbol is a token of its own
 TOKEN_RE = re.compile(r"\.{2,}|\w+(?:['’\-.,:/]\w+|\.’s\b)*(?:-(?!\w))?|\S")
 NO_SPACE_BEFORE = frozenset(".,;:!?)]}%")
 NO_SPACE_AFTER = frozenset("([{¿¡$£#")
