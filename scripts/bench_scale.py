@@ -136,11 +136,8 @@ def child(spec: dict) -> dict:
     return result
 
 
-def train_examples(datamodule) -> int | None:
-    dataset = getattr(datamodule, "train_dataset", None)
-    if dataset is None:
-        dataset = getattr(datamodule, "datasets", {}).get("train")
-    return None if dataset is None else len(dataset)
+def train_examples(datamodule) -> int:
+    return len(datamodule.datasets["train"])
 
 
 def examples_in(batch: dict) -> int:

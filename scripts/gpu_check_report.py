@@ -155,8 +155,9 @@ def flops_per_token(run: Path) -> tuple[float | None, str]:
             datamodule.setup("fit")
             tokenizers = datamodule.tokenizers()
             sizes = sizes_from_config(cfg, tokenizers["source"].vocab_size, tokenizers["target"].vocab_size)
-            data = datamodule.train_dataset
-            src, steps = data.side_lengths("src"), data.side_lengths("tgt") + 1  # decoder steps: the target with eos
+            data = datamodule.datasets["train"]
+            src = torch.from_numpy(data.encoded.column("source_size")[data.examples[:, 0]].astype("int64"))
+            steps = torch.from_numpy(data.target_sizes + 1)  # decoder steps: the target with eos
             flops = training_flops(sizes, src, steps) / int(torch.as_tensor(steps).sum())
             _flops_cache[key] = (flops, "")
         except Exception as error:  # a model the formula does not cover, data that is not there
