@@ -94,7 +94,7 @@ def child(spec: dict) -> dict:
     check_config(cfg)
     L.seed_everything(cfg.seed, verbose=False)
     datamodule = build_datamodule(cfg)
-    configured_workers = int(cfg.data.get("num_workers", 0) or 0)
+    configured_workers = int(cfg.data.loader.num_workers or 0)
     result["configured_workers"] = configured_workers
 
     prep_start = time.time()

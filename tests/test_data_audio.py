@@ -208,8 +208,8 @@ def test_no_readable_utterance_is_a_read_error(manifest, tmp_path):
 
 def test_two_workers_prepare_the_same_store(manifest, tmp_path):
     (tmp_path / "audio" / "train_5.wav").write_bytes(b"garbage")
-    alone = make_datamodule(manifest, tmp_path, prepare_workers=0, shard_size=8, cache_dir=tmp_path / "alone")
-    shared = make_datamodule(manifest, tmp_path, prepare_workers=2, shard_size=8, cache_dir=tmp_path / "shared")
+    alone = make_datamodule(manifest, tmp_path, prepare_workers=0, shard_size=2, cache_dir=tmp_path / "alone")
+    shared = make_datamodule(manifest, tmp_path, prepare_workers=2, shard_size=2, cache_dir=tmp_path / "shared")
     store = shared.encoded["train"]
     assert len(store.manifest["shards"]) == 4 and len(store.skipped) == 1
     assert store.skipped == alone.encoded["train"].skipped

@@ -119,7 +119,10 @@ def test_a_cached_start_reads_no_source(modality, tmp_path, monkeypatch) -> None
     first = started(build(modality, tmp_path))
     audio_reads = []
     monkeypatch.setattr(audio_modality, "read_audio", lambda *a, **k: audio_reads.append(a) or 1 / 0)
-    second = started(build(modality, tmp_path))
+    second = build(modality, tmp_path)
+    for tokenizer in second.tokenizers().values():  # the stores hold the fitted tokenizers: nothing is fitted again
+        monkeypatch.setattr(tokenizer, "fit", lambda texts: pytest.fail("a cached start fitted a tokenizer"))
+    started(second)
     assert second.source.reads == 0 and not audio_reads
     assert not second.tokenizer.is_fitted or second.state_dict() == first.state_dict()
     for split in ("train", "val", "test"):

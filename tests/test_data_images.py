@@ -274,7 +274,7 @@ def test_the_pixel_store_is_reused_and_keyed_by_size(tmp_path: Path) -> None:
 
 def test_parallel_preparation_gives_the_same_store(tmp_path: Path) -> None:
     splits = file_splits(tmp_path / "images", corrupt=True)
-    options = {"shard_size": 8, "max_skip_fraction": 0.5}  # encoded shards of two images: five of them
+    options = {"shard_size": 2, "max_skip_fraction": 0.5}  # shards of two images: five of them
     serial = ready(datamodule(FileSource(tmp_path, splits), tmp_path / "serial", prepare_workers=0, **options))
     parallel = ready(datamodule(FileSource(tmp_path, splits), tmp_path / "parallel", prepare_workers=2, **options))
     assert parallel.prepare_workers == 2 and len(parallel.encoded["train"].manifest["shards"]) == 5

@@ -59,11 +59,13 @@ class BadSamples:
         self.on_error = on_error
         self.max_skip_fraction = float(max_skip_fraction)
         self.skips: list[Skip] = []
+        self.counts: Counter = Counter()  # (split, stage) -> skips: counted as they come, not by a scan each time
         self.totals: dict[tuple[str, str], tuple[int, str]] = {}  # (split, stage) -> (samples, unit)
 
     def begin(self, split: str, stage: str) -> None:
         """Start (or restart) a stage of a split: what an earlier pass over it recorded is forgotten."""
         self.skips = [s for s in self.skips if (s.split, s.stage) != (split, stage)]
+        self.counts.pop((split, stage), None)
         self.totals.pop((split, stage), None)
 
     def skip(self, split: str, stage: str, key: str, reason: str, problem: str) -> None:
@@ -72,6 +74,7 @@ class BadSamples:
             raise DataError(f"{key}: {problem} ({reason}, {split} split). Fix or remove it, or set data.on_error=skip "
                             "to skip such samples")
         self.skips.append(Skip(split, stage, key, reason, problem))
+        self.counts[split, stage] += 1
         if self.count(split, stage) <= NAMED_PER_STAGE:
             log.warning("skipping %s sample %s: %s", split, key, problem)
 
@@ -121,7 +124,7 @@ class BadSamples:
 
     def count(self, split: str, stage: str) -> int:
         """Samples skipped so far in one stage of a split."""
-        return sum(1 for s in self.skips if s.split == split and s.stage == stage)
+        return self.counts[split, stage]
 
     def _reasons_text(self, split: str, stage: str | None = None) -> str:
         counts = Counter(s.reason for s in self.skips if s.split == split and (stage is None or s.stage == stage))

@@ -33,6 +33,7 @@ from attend.data.tokenizers.tokenizer import Tokenizer, states_from_text, states
 from attend.data.unseen import caption_set, is_unseen
 
 log = logging.getLogger("attend.data")
+RECORDS_SHARD = 20_000  # records a records-store shard holds (they are small: text and file names)
 
 
 @dataclass
@@ -74,7 +75,8 @@ def tokenizer_key(tokenizer: Tokenizer, settings_only: bool = False) -> Any:
 class DataModule(L.LightningDataModule):
     """Examples of ``source`` through the ``modality`` plug-in, targets tokenized by ``tokenizer`` (fitted on the
     training references unless fitted already); stores are prepared by ``prepare_workers`` processes (None: the CPU
-    cores, at most 8) in shards of ``shard_size`` records, under ``cache_dir`` (None: a temporary folder).
+    cores, at most 8) in shards of ``shard_size`` records (None: the plug-in's for encoded stores, 20,000 for
+    records stores), under ``cache_dir`` (None: a temporary folder).
 
     Batches: ``src`` (ids (B, S), images (B, 3, H, W) or features (B, N, F)), ``src_lengths`` (B,) except for
     images, ``tgt`` (B, T) = bos + ids + eos, ``tgt_lengths``, ``ids`` (each example's position in its split),
@@ -84,7 +86,7 @@ class DataModule(L.LightningDataModule):
     def __init__(self, source, modality: Modality, tokenizer: Tokenizer, loader: Loader | dict[str, Any] | None = None,
                  max_source_len: int | None = None, max_target_len: int | None = None, seed: int = 1234,
                  cache_dir: str | os.PathLike | None = None, on_error: str = "skip", max_skip_fraction: float = 0.1,
-                 prepare_workers: int | None = None, shard_size: int = 2048) -> None:
+                 prepare_workers: int | None = None, shard_size: int | None = None) -> None:
         super().__init__()
         self.source = source
         self.plugin = modality
@@ -162,7 +164,8 @@ class DataModule(L.LightningDataModule):
             return Shard(columns, [tuple(item) for item, position in items if position is None])
 
         return prepared_store(self.store_folder("records", split), self._numbered(split), prepare,
-                              shard_size=self.shard_size, workers=0, describe=f"{split} {plugin.unit}")
+                              shard_size=self.shard_size or RECORDS_SHARD, workers=0,
+                              describe=f"{split} {plugin.unit}")
 
     def _numbered(self, split: str):
         """The split's items (records and Skipped ones) with each record's position among the records."""
@@ -180,12 +183,18 @@ class DataModule(L.LightningDataModule):
 
     def _encoded_store(self, split: str, key: list) -> ExampleStore:
         records, plugin, tokenizer = self.records[split], self.plugin, self.tokenizer
-        if not all(t.is_fitted for t in self.tokenizers().values()):
-            if not tokenizer.is_fitted:
-                tokenizer.fit(ColumnTexts(self.records["train"], "references"))
-            plugin.fit(self.records["train"])
-        seen = (caption_set(ColumnTexts(self.records["train"], "references"))
-                if plugin.marks_unseen and split != "train" else None)
+        seen: dict[str, frozenset] = {}  # the training captions, where evaluation examples are marked unseen
+
+        def rows():
+            """The rows to encode, read only when the store must be prepared: the tokenizers are fitted first (on
+            the training records, before the workers fork), so a cached start fits nothing."""
+            if not all(t.is_fitted for t in self.tokenizers().values()):
+                if not tokenizer.is_fitted:
+                    tokenizer.fit(ColumnTexts(self.records["train"], "references"))
+                plugin.fit(self.records["train"])
+            if plugin.marks_unseen and split != "train":
+                seen["train"] = caption_set(ColumnTexts(self.records["train"], "references"))
+            yield from range(len(records))
 
         def prepare(rows: list[int], first: int) -> Shard:
             columns, skipped = plugin.encode(records, rows)
@@ -193,14 +202,15 @@ class DataModule(L.LightningDataModule):
             columns["row"] = pa.array(columns["row"], type=pa.int64())
             columns["targets"] = pa.array([[i for ids in t for i in ids] for t in targets], type=pa.list_(pa.int32()))
             columns["target_lengths"] = pa.array([[len(ids) for ids in t] for t in targets], type=pa.list_(pa.int32()))
-            if seen is not None:
-                columns["unseen"] = pa.array([is_unseen(records.value("references", row), seen)
+            if seen:
+                columns["unseen"] = pa.array([is_unseen(records.value("references", row), seen["train"])
                                               for row in columns["row"].to_pylist()], type=pa.bool_())
             return Shard(columns, [tuple(skip) for skip in skipped])
 
         folder = self.store_folder("encoded", records.folder.name, key, plugin.settings(), plugin.file_stamps(records))
         return prepared_store(
-            folder, range(len(records)), prepare, shard_size=max(self.shard_size // 4, 1), workers=self.prepare_workers,
+            folder, rows(), prepare, shard_size=self.shard_size or plugin.shard_size,
+            workers=self.prepare_workers,
             meta=lambda: {"tokenizers": states_to_text(self.state_dict()), **plugin.meta()},
             describe=f"encoded {split} {plugin.unit}",
         )

@@ -37,6 +37,7 @@ class Modality:
     src_lengths = True  # whether batches carry src_lengths (images: every cell is real)
     read_error: type[Exception] = ValueError  # raised when no record of a split can be read
     source_column = "key"  # the records column batches carry as ``sources`` (a text's source sentence)
+    shard_size = 512  # records an encoded shard holds: a few seconds of one worker's work, little lost on a resume
     pad_id = 0  # what pads token-id sources
 
     def bind(self, source) -> None:

@@ -24,6 +24,7 @@ class AudioModality(Modality):
 
     name = "audio"
     unit = example_unit = "utterances"
+    shard_size = 256  # utterances an encoded shard: ~65 MB of LibriSpeech features
     read_error = AudioReadError
 
     def __init__(self, frontend: nn.Module, spec_augment: nn.Module | None = None, precompute: bool = True) -> None:
