@@ -207,22 +207,22 @@ class DataModule(L.LightningDataModule):
                                               for row in columns["row"].to_pylist()], type=pa.bool_())
             return Shard(columns, [tuple(skip) for skip in skipped])
 
-        folder = self.store_folder("encoded", records.folder.name, key, plugin.settings(), plugin.file_stamps(records))
         return prepared_store(
-            folder, rows(), prepare, shard_size=self.shard_size or plugin.shard_size,
+            self._encoded_folder(split, key), rows(), prepare, shard_size=self.shard_size or plugin.shard_size,
             workers=self.prepare_workers,
             meta=lambda: {"tokenizers": states_to_text(self.state_dict()), **plugin.meta()},
             describe=f"encoded {split} {plugin.unit}",
         )
 
+    def _encoded_folder(self, split: str, key: list) -> Path:
+        records, plugin = self.records[split], self.plugin
+        return self.store_folder("encoded", records.folder.name, key, plugin.settings(), plugin.file_stamps(records))
+
     def _store_trained_with_these_tokenizers(self, split: str, trained_key: list) -> ExampleStore | None:
         """The encoded store training prepared (keyed by the tokenizers' settings) when the tokenizers it fitted
         are these ones (from a checkpoint), so evaluation encodes nothing again; else None."""
-        records = self.records[split]
-        folder = self.store_folder("encoded", records.folder.name, trained_key, self.plugin.settings(),
-                                   self.plugin.file_stamps(records))
         try:
-            store = open_store(folder)
+            store = open_store(self._encoded_folder(split, trained_key))
         except DamagedStoreError:
             return None
         if store is None or states_from_text(store.meta["tokenizers"]) != self.state_dict():
@@ -234,12 +234,10 @@ class DataModule(L.LightningDataModule):
         """Count what the source yielded as bad and which records' files could not be read; a split with records
         none of which could be read is refused whatever ``max_skip_fraction`` says."""
         records, encoded = self.records[split], self.encoded[split]
-        policy = self.bad_samples
         if records.skipped:
             self._count(split, "lines", records.skipped, records.items)
         if len(records) and not len(encoded):
-            naming = BadSamples(policy.on_error, 1.0)  # names the files, without stopping on the fraction
-            naming.begin(split, "files")
+            naming = BadSamples(self.bad_samples.on_error, 1.0)  # names the files, without stopping on the fraction
             for skip in encoded.skipped:
                 naming.skip(split, "files", *skip)
             raise self.plugin.read_error(

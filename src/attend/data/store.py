@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import atexit
 import bisect
+import ctypes
 import fcntl
+import gc
 import hashlib
 import itertools
 import json
@@ -22,7 +24,7 @@ import shutil
 import tempfile
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -374,6 +376,9 @@ def _build(folder: Path, items: Iterable[Any], prepare: Callable[[list[Any], int
     parallel = workers > 1 and len(ahead) > 1
     if parallel:
         _JOB = (prepare, folder)
+        gc.collect()  # give what the caller freed (a tokenizer's training texts) back, or every forked worker counts it
+        with suppress(OSError, AttributeError):
+            ctypes.CDLL("libc.so.6").malloc_trim(0)
         pool = ProcessPoolExecutor(min(workers, len(ahead)), mp_context=multiprocessing.get_context("fork"))
     try:
         pending: dict[Future, int] = {}
