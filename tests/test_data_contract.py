@@ -205,3 +205,18 @@ def test_every_batch_has_the_shared_fields(modality, tmp_path) -> None:
     assert len(batch["sources"]) == len(batch["references"]) == batch["ids"].shape[0] == batch["src"].shape[0]
     assert batch["num_target_tokens"] == int((batch["tgt_lengths"] - 1).sum())
     assert datamodule.example_batch(2)["tgt"].shape[0] == 2
+
+
+def test_max_tokens_caps_every_training_batch_of_every_modality(modality, tmp_path) -> None:
+    unlimited = started(build(modality, tmp_path))
+    lengths = unlimited.datasets["train"].lengths()
+    cap = int(lengths.max()) * 2  # room for two of the longest: batches of the short ones hold more
+    datamodule = started(build(modality, tmp_path, max_tokens=cap, batch_size=64))
+    sizes = []
+    for batch in batches(datamodule, "train"):
+        longest = batch["tgt_lengths"].max()
+        if "src_lengths" in batch:
+            longest = max(longest, batch["src_lengths"].max())
+        assert len(batch["ids"]) * int(longest) <= cap or len(batch["ids"]) == 1
+        sizes.append(len(batch["ids"]))
+    assert sum(sizes) == len(datamodule.datasets["train"]) and max(sizes) > 2  # every example, short ones together
