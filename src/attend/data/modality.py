@@ -2,7 +2,7 @@
 audio. A ``Modality`` says what the stages do with its kind of source:
 
 - ``record_columns(records)``: the source's records (pairs, images with captions, utterances) as columns of the
-  records store. Every modality writes ``key`` (str) and ``references`` (list of str: the texts to predict).
+  records store: ``references`` (list of str: the texts to predict) always; ``key`` and ``path`` where it has them.
 - ``encode(records, rows)``: a chunk of records-store rows as columns of the encoded store (token ids, pixels,
   features) with ``row`` (the records row) and ``source_size`` (what the length filter and the batches count:
   tokens, feature frames; 0 for images), plus the rows it could not read as ``Skipped`` items.
