@@ -37,9 +37,15 @@ def test_an_old_spelling_is_refused_with_the_new_name(override, named) -> None:
     assert named in str(error.value)
 
 
-def test_an_unknown_data_option_is_refused_by_name() -> None:
-    with pytest.raises(ConfigError, match="no option batchsize"):
-        check_config(composed("+data.batchsize=3"))
+@pytest.mark.parametrize(("override", "named"), [
+    ("+data.batchsize=3", "data attend.data.DataModule has no option batchsize"),
+    ("+data.loader.batchsize=3", "data.loader attend.data.datamodule.Loader has no option batchsize"),
+    ("+data.modality.tokeniser.x=1", "data.modality attend.data.TextModality has no option tokeniser"),
+])
+def test_an_unknown_data_option_is_refused_by_name(override, named) -> None:
+    with pytest.raises(ConfigError, match="no option") as error:
+        check_config(composed(override))
+    assert named in str(error.value)
 
 
 def test_every_data_config_composes_checks_and_builds_its_modality() -> None:

@@ -39,21 +39,29 @@ def check_config(cfg: DictConfig) -> None:
 
 
 def check_options(cfg: DictConfig, group: str) -> None:
-    """Every option of a group's config must be a parameter of its class: an option tuned for another
-    choice (an RNN size given to decoder=transformer by an experiment, say) is refused by name."""
+    """Every option of a group's config, and of each ``_target_`` node inside it (``data.loader``,
+    ``data.modality``), must be a parameter of its class: an option tuned for another choice (an RNN size given
+    to decoder=transformer by an experiment, say) or misspelt is refused by name."""
     node = cfg.get(group)
-    if not node or "_target_" not in node:
-        return
-    accepted = init_parameters(get_class(node._target_))
+    if isinstance(node, DictConfig):
+        check_node_options(node, group)
+
+
+def check_node_options(node: DictConfig, key: str) -> None:
+    for name in node:
+        child = node._get_node(name)
+        if isinstance(child, DictConfig) and not OmegaConf.is_interpolation(node, name):
+            check_node_options(child, f"{key}.{name}")
+    accepted = init_parameters(get_class(node._target_)) if "_target_" in node else None
     if accepted is None:
         return
-    unknown = [key for key in node if not str(key).startswith("_") and key not in accepted]
+    unknown = [name for name in node if not str(name).startswith("_") and name not in accepted]
     if unknown:
-        raise ConfigError(
-            f"{group} {node._target_} has no option {', '.join(unknown)}; its options are "
-            f"{', '.join(sorted(accepted))}. A task or experiment tuned for another {group} set it: choose that "
-            f"{group}, or an experiment made for this one, or drop the option with ~{group}.{unknown[0]}"
-        )
+        group = key.split(".")[0]
+        why = (f"A task or experiment tuned for another {group} set it: choose that {group}, or an experiment made "
+               "for this one, or drop" if key == group else "Check its spelling, or drop")
+        raise ConfigError(f"{key} {node._target_} has no option {', '.join(unknown)}; its options are "
+                          f"{', '.join(sorted(accepted))}. {why} the option with ~{key}.{unknown[0]}")
 
 
 def init_parameters(cls: type) -> set[str] | None:
