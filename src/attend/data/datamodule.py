@@ -105,6 +105,7 @@ class DataModule(L.LightningDataModule):
         self.datasets: dict[str, StoreDataset] = {}
         self.dropped = 0  # training examples the length filter left out
         self._splits: dict[str, Any] | None = None
+        self._stamps: dict[Path, list | None] = {}  # records store -> its records' file stamps
 
     @property
     def modality(self) -> str:
@@ -148,14 +149,13 @@ class DataModule(L.LightningDataModule):
                 self.encoded[split] = store  # evaluating a checkpoint: the stores its training prepared
             else:
                 self.encoded[split] = self._encoded_store(split, key)
-            if not all(t.is_fitted for t in self.tokenizers().values()):
+            if not self._fitted():
                 self.load_tokenizers(states_from_text(self.encoded[split].meta["tokenizers"]))
                 key = [tokenizer_key(t, settings_only=True) for t in self.tokenizers().values()]
             self.plugin.prepare_split(self.encoded[split], split, self)
 
     def _records_store(self, split: str) -> ExampleStore:
-        """The split's records, read from the source only when the store is missing; each record's position
-        among the split's records is its ``index``, and the bad items the source yielded are the store's skips."""
+        """The split's records (``index``: position among them; bad items: skips), read only when missing."""
         plugin = self.plugin
 
         def prepare(items: list[tuple[Any, int | None]], first: int) -> Shard:
@@ -188,7 +188,7 @@ class DataModule(L.LightningDataModule):
         def rows():
             """The rows to encode, read only when the store must be prepared: the tokenizers are fitted first (on
             the training records, before the workers fork), so a cached start fits nothing."""
-            if not all(t.is_fitted for t in self.tokenizers().values()):
+            if not self._fitted():
                 if not tokenizer.is_fitted:
                     tokenizer.fit(ColumnTexts(self.records["train"], "references"))
                 plugin.fit(self.records["train"])
@@ -210,13 +210,18 @@ class DataModule(L.LightningDataModule):
         return prepared_store(
             self._encoded_folder(split, key), rows(), prepare, shard_size=self.shard_size or plugin.shard_size,
             workers=self.prepare_workers,
-            meta=lambda: {"tokenizers": states_to_text(self.state_dict()), **plugin.meta()},
+            meta=lambda: {"tokenizers": states_to_text(self.state_dict()), **plugin.settings()},
             describe=f"encoded {split} {plugin.unit}",
         )
 
     def _encoded_folder(self, split: str, key: list) -> Path:
-        records, plugin = self.records[split], self.plugin
-        return self.store_folder("encoded", records.folder.name, key, plugin.settings(), plugin.file_stamps(records))
+        folder = self.records[split].folder
+        if folder not in self._stamps:  # a stat of every record's file: once, however often it is asked
+            self._stamps[folder] = self.plugin.file_stamps(self.records[split])
+        return self.store_folder("encoded", folder.name, key, self.plugin.settings(), self._stamps[folder])
+
+    def _fitted(self) -> bool:  # every tokenizer, the target's and the plug-in's
+        return all(t.is_fitted for t in self.tokenizers().values())
 
     def _store_trained_with_these_tokenizers(self, split: str, trained_key: list) -> ExampleStore | None:
         """The encoded store training prepared (keyed by the tokenizers' settings) when the tokenizers it fitted
@@ -231,8 +236,7 @@ class DataModule(L.LightningDataModule):
 
     # skips and the length filter ---------------------------------------------------------------
     def _report_store_skips(self, split: str) -> None:
-        """Count what the source yielded as bad and which records' files could not be read; a split with records
-        none of which could be read is refused whatever ``max_skip_fraction`` says."""
+        """Count the source's bad items and unreadable files; a split with no readable record is always refused."""
         records, encoded = self.records[split], self.encoded[split]
         if records.skipped:
             self._count(split, "lines", records.skipped, records.items)
@@ -277,9 +281,9 @@ class DataModule(L.LightningDataModule):
             for i in empty:
                 problems[i] = problems[i] or (f"empty {side}", f"the {side} is empty after tokenizing")
             for i in long:
+                unit = self.plugin.source_unit if side == "source" else "tokens"
                 problems[i] = problems[i] or (f"{side} over max_{side}_len", (
-                    f"{sizes[i]} {side} {'frames' if self.modality == 'audio' and side == 'source' else 'tokens'}, "
-                    f"over data.max_{side}_len={limit} (raise it to keep such examples)"))
+                    f"{sizes[i]} {side} {unit}, over data.max_{side}_len={limit} (raise it to keep such examples)"))
         return problems
 
     @property
@@ -349,7 +353,7 @@ class DataModule(L.LightningDataModule):
     # checkpoint ------------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
         """The fitted tokenizers; Lightning stores this in every checkpoint."""
-        if not all(t.is_fitted for t in self.tokenizers().values()):
+        if not self._fitted():
             return {}
         return {**self.plugin.state_dict(), "tgt_tokenizer": self.tokenizer.state_dict()}
 

@@ -34,6 +34,7 @@ class Modality:
     several_references = False  # each example scored against all its record's references (captions)
     marks_unseen = False  # evaluation examples say whether any reference occurs among the training texts
     source_has_size = True  # whether the length filter checks source_size (an image has none)
+    source_unit = "tokens"  # what source_size counts, in the filter's messages
     src_lengths = True  # whether batches carry src_lengths (images: every cell is real)
     read_error: type[Exception] = ValueError  # raised when no record of a split can be read
     source_column = "key"  # the records column batches carry as ``sources`` (a text's source sentence)
@@ -52,7 +53,8 @@ class Modality:
         """Fit the source's tokenizers on the training records (only when they are not fitted yet)."""
 
     def settings(self) -> dict[str, Any]:
-        """What the encoded columns depend on besides the records and tokenizers (an image size, a front end)."""
+        """What the encoded columns depend on besides the records and tokenizers (an image size, a front end); the
+        encoded store keeps it in its metadata too."""
         return {}
 
     def file_stamps(self, records: ExampleStore) -> list | None:
@@ -60,10 +62,6 @@ class Modality:
         if "path" not in records.column_names:
             return None
         return [file_stamp(records.value("path", row)) for row in range(len(records))]
-
-    def meta(self) -> dict[str, Any]:
-        """What the encoded store keeps beside its rows for the plug-in (an image size)."""
-        return {}
 
     def record_columns(self, records: list[Any]) -> dict[str, Any]:
         raise NotImplementedError

@@ -26,6 +26,7 @@ class AudioModality(Modality):
     unit = example_unit = "utterances"
     shard_size = 256  # utterances an encoded shard: ~65 MB of LibriSpeech features
     read_error = AudioReadError
+    source_unit = "frames"
 
     def __init__(self, frontend: nn.Module, spec_augment: nn.Module | None = None, precompute: bool = True) -> None:
         self.frontend = frontend

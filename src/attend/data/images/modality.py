@@ -61,9 +61,6 @@ class ImageModality(Modality):
         return callable(getattr(self.source, "load_mask", None))
 
     def settings(self) -> dict[str, Any]:
-        return {"size": self.image_size, "masks": self.masked}
-
-    def meta(self) -> dict[str, Any]:
         return {"size": self.image_size, "masked": self.masked}
 
     def record_columns(self, records: list[ImageCaption]) -> dict[str, Any]:
