@@ -37,6 +37,7 @@ def caption_datamodule(source, tokenizer=None, image_size: int = 32, augment: bo
 
 
 def speech_datamodule(source, tokenizer=None, frontend=None, spec_augment=None, precompute: bool = True,
-                      **options: Any) -> DataModule:
-    modality = AudioModality(frontend or LogMelFrontEnd(n_mels=40), spec_augment=spec_augment, precompute=precompute)
+                      speed_perturb: list[float] | None = None, **options: Any) -> DataModule:
+    modality = AudioModality(frontend or LogMelFrontEnd(n_mels=40), spec_augment=spec_augment, precompute=precompute,
+                             speed_perturb=speed_perturb)
     return datamodule(source, modality, tokenizer or CharTokenizer(lowercase=True), **options)

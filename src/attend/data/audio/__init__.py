@@ -1,7 +1,9 @@
-"""Speech-recognition sources: espeak-ng synthesis, Tux Paint recordings, LibriSpeech, JSON-lines manifests."""
+"""Speech-recognition sources: Asterisk prompts, espeak-ng synthesis, Tux Paint recordings, LibriSpeech, JSON-lines
+manifests."""
 
 from __future__ import annotations
 
+from attend.data.audio.asterisk import AsteriskPrompts
 from attend.data.audio.espeak import EspeakNotInstalledError, EspeakSpeech
 from attend.data.audio.librispeech import LibriSpeech
 from attend.data.audio.manifest import JsonlManifest
@@ -16,6 +18,6 @@ from attend.data.audio.record import (
 )
 from attend.data.audio.tuxpaint_speech import TuxPaintSpeech
 
-__all__ = ["AudioReadError", "EspeakNotInstalledError", "EspeakSpeech", "JsonlManifest", "LibriSpeech",
+__all__ = ["AsteriskPrompts", "AudioReadError", "EspeakNotInstalledError", "EspeakSpeech", "JsonlManifest", "LibriSpeech",
            "SpeechDataError", "TuxPaintSpeech", "Utterance", "audio_duration", "normalize_transcript", "number_words",
            "read_audio"]

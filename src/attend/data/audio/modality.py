@@ -9,18 +9,22 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import torch
+import torchaudio
 from torch import Tensor, nn
 
 from attend.data.audio.features import Spectrogram
 from attend.data.audio.record import AudioReadError, Utterance, audio_duration, read_audio
 from attend.data.modality import Modality, file_skip, path_or_none, strings
-from attend.data.store import ExampleStore
+from attend.data.store import ExampleStore, Shard, prepared_store
 
 
 class AudioModality(Modality):
     """Records are ``Utterance``s; ``frontend`` (``LogMelFrontEnd``) turns each into (frames, n_mels) features, the
     frame count being the source size. ``precompute``: the features are stored once (float16), else only the
-    durations, and each step reads the audio. ``spec_augment`` masks training features. Unreadable audio is a skip."""
+    durations, and each step reads the audio. ``spec_augment`` masks training features. Unreadable audio is a skip.
+    ``speed_perturb`` (e.g. [0.9, 1.0, 1.1]; Ko et al. 2015): each training example is one of these speeds, drawn
+    each time it is read; the training split's other speeds are stored once beside its features
+    (``speed_perturbed`` store), or made on the fly without ``precompute``."""
 
     name = "audio"
     unit = example_unit = "utterances"
@@ -28,10 +32,13 @@ class AudioModality(Modality):
     read_error = AudioReadError
     source_unit = "frames"
 
-    def __init__(self, frontend: nn.Module, spec_augment: nn.Module | None = None, precompute: bool = True) -> None:
+    def __init__(self, frontend: nn.Module, spec_augment: nn.Module | None = None, precompute: bool = True,
+                 speed_perturb: list[float] | None = None) -> None:
         self.frontend = frontend
         self.spec_augment = spec_augment
         self.precompute = precompute
+        self.speeds = check_speeds(speed_perturb)
+        self.perturbed: dict[str, ExampleStore] = {}  # training encoded store's folder name -> its other speeds
 
     def settings(self) -> dict[str, Any]:
         return {"frontend": self.frontend.settings(), "precompute": self.precompute}
@@ -69,14 +76,36 @@ class AudioModality(Modality):
 
     def example(self, encoded: ExampleStore, row: int, records: ExampleStore, record_row: int, train: bool
                 ) -> dict[str, Any]:
+        speed = self.speeds[int(torch.randint(len(self.speeds), ()))] if train and self.speeds else 1.0
         if self.precompute:
-            half = np.frombuffer(encoded.buffer("features", row), dtype=np.float16)
+            perturbed = self.perturbed.get(encoded.folder.name)
+            store, column = (encoded, "features") if speed == 1.0 or perturbed is None else (perturbed, f"{speed:g}")
+            half = np.frombuffer(store.buffer(column, row), dtype=np.float16)
             features = torch.from_numpy(half.astype(np.float32)).view(-1, self.frontend.n_mels)  # (N, F), a copy
         else:
-            features = compute_features(self.frontend, records.value("path", record_row))
+            features = compute_features(self.frontend, records.value("path", record_row), speed)
         if train and self.spec_augment is not None:
             features = self.spec_augment(features)
         return {"src": features}
+
+    def prepare_split(self, encoded: ExampleStore, split: str, datamodule) -> None:
+        """The training split's features at the other speeds, computed once into their own store."""
+        others = [speed for speed in self.speeds if speed != 1.0]
+        if split != "train" or not others or not self.precompute:
+            return
+        records = datamodule.records[split]
+
+        def prepare(rows: list[int], first: int) -> Shard:
+            with one_thread():
+                paths = [records.value("path", int(encoded.value("row", row))) for row in rows]
+                return Shard({f"{speed:g}": pa.array([compute_features(self.frontend, path, speed).to(torch.float16)
+                                                      .numpy().tobytes() for path in paths], type=pa.binary())
+                              for speed in others})
+
+        folder = datamodule.store_folder("speed_perturbed", encoded.folder.name, others)
+        self.perturbed[encoded.folder.name] = prepared_store(
+            folder, range(len(encoded)), prepare, shard_size=self.shard_size, workers=datamodule.prepare_workers,
+            describe=f"{split} {self.unit} at speeds {', '.join(f'{s:g}' for s in others)}")
 
     def encoder_kwargs(self) -> dict[str, int]:
         return {"input_dim": self.frontend.n_mels}
@@ -91,10 +120,28 @@ class AudioModality(Modality):
         return [{"src": compute_features(self.frontend, path)} for path in sources]
 
 
+def check_speeds(speeds: list[float] | None) -> list[float]:
+    """The speed factors of ``speed_perturb``, refused unless each is a positive number."""
+    speeds = [float(speed) for speed in speeds or []]
+    if any(not 0.0 < speed <= 4.0 for speed in speeds):
+        raise ValueError(f"data.modality.speed_perturb {speeds}: each speed must be in (0, 4], like [0.9, 1.0, 1.1]")
+    return speeds
+
+
+def change_speed(waveform: Tensor, speed: float) -> Tensor:
+    """The waveform played ``speed`` times as fast (pitch moves with it), by resampling: ``speed`` 1.1 gives 1/1.1
+    as many samples. Read as if it were recorded at ``speed`` x the rate (in hundredths, so the polyphase
+    resampler's filters stay short), then resampled to the rate."""
+    if speed == 1.0:
+        return waveform
+    return torchaudio.functional.resample(waveform, orig_freq=round(100 * speed), new_freq=100)
+
+
 @torch.no_grad()
-def compute_features(frontend: nn.Module, path: str) -> Tensor:
-    """Log-mel features (frames, n_mels) of one audio file; AudioReadError for one unreadable or under a window."""
-    waveform = read_audio(path, frontend.sample_rate)
+def compute_features(frontend: nn.Module, path: str, speed: float = 1.0) -> Tensor:
+    """Log-mel features (frames, n_mels) of one audio file at ``speed``; AudioReadError for one unreadable or under a
+    window."""
+    waveform = change_speed(read_audio(path, frontend.sample_rate), speed)
     if frontend.num_frames(waveform.numel()) == 0:
         raise AudioReadError(
             f"{path}: {waveform.numel() / frontend.sample_rate * 1000:.1f} ms of audio is shorter than one "

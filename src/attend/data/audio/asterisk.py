@@ -1,0 +1,130 @@
+"""Asterisk's telephone prompts (Debian asterisk-core-sounds-LANG[-wav]): one professional speaker per language,
+8 kHz recordings with exact transcripts, in English, French, Spanish, Italian and Russian."""
+
+from __future__ import annotations
+
+import gzip
+import logging
+import os
+import random
+import re
+from pathlib import Path
+
+from num2words import num2words
+
+from attend.data.audio.record import SpeechDataError, Utterance, normalize_transcript
+from attend.data.bad_samples import Skipped
+from attend.data.splitting import SPLITS
+
+log = logging.getLogger("attend.data")
+
+LANGUAGES = ("en", "fr", "es", "it", "ru")
+SOUNDS = "/usr/share/asterisk/sounds/{language}"
+TRANSCRIPTS = "/usr/share/doc/asterisk-core-sounds-{language}/core-sounds-{language}.txt.gz"
+BRACKETS = re.compile(r"\[[^\]]*\]")  # "[this is a simple beep tone]", "at [@]": not spoken
+NUMBER = re.compile(r"\d+(?:[.,]\d+)?")
+
+
+class AsteriskPrompts:
+    """Every prompt of ``language`` with a transcript and a recording, split so that no val or test text occurs in
+    training: utterances with the same text stay in one split (exactly ``n_val`` / ``n_test`` where the groups allow).
+
+    Transcript lines are ``name: text`` (``name`` a path under ``sounds`` without ``.wav``). A transcript that is
+    only a bracketed sound (``[ascending tones]``) and one whose recording is missing are counted skips of the
+    training split; numbers are written as the speaker says them (``press 5`` -> ``press five``)."""
+
+    def __init__(self, language: str = "en", sounds: str | os.PathLike | None = None,
+                 transcripts: str | os.PathLike | None = None, n_val: int = 50, n_test: int = 60,
+                 seed: int = 1234) -> None:
+        if language not in LANGUAGES:
+            raise SpeechDataError(f"data.source.language={language!r}: Asterisk prompts exist in {', '.join(LANGUAGES)}")
+        self.language = language
+        self.sounds = Path(sounds or SOUNDS.format(language=language))
+        self.transcripts = Path(transcripts or TRANSCRIPTS.format(language=language))
+        self.n_val = n_val
+        self.n_test = n_test
+        self.seed = seed
+
+    def settings(self) -> dict:
+        """The constructor arguments (the transcript file is stamped by the records-store key)."""
+        return {"language": self.language, "sounds": str(self.sounds), "transcripts": str(self.transcripts),
+                "n_val": self.n_val, "n_test": self.n_test, "seed": self.seed}
+
+    def splits(self) -> dict[str, list[Utterance | Skipped]]:
+        utterances, skipped = self.utterances()
+        if self.n_val + self.n_test >= len(utterances):
+            raise SpeechDataError(f"Asterisk {self.language!r} has only {len(utterances)} prompts: n_val={self.n_val} "
+                                  f"+ n_test={self.n_test} leaves none to train on; lower data.source.n_val / n_test")
+        parts = split_by_text(utterances, self.n_val, self.n_test, self.seed)
+        parts["train"] = [*skipped, *parts["train"]]
+        return parts
+
+    def utterances(self) -> tuple[list[Utterance], list[Skipped]]:
+        """The prompts that can be used, sorted by name, and the skipped entries."""
+        package = f"asterisk-core-sounds-{self.language}"
+        if not self.transcripts.is_file():
+            raise SpeechDataError(f"the Asterisk {self.language!r} transcripts are missing: {self.transcripts} is not "
+                                  f"a file. Install them with `apt-get install {package} {package}-wav` (Debian) or set "
+                                  "data.source.transcripts=...")
+        if not self.sounds.is_dir():
+            raise SpeechDataError(f"the Asterisk {self.language!r} recordings are missing: {self.sounds} is not a "
+                                  f"folder. Install them with `apt-get install {package}-wav` or set data.source.sounds")
+        utterances, skipped = [], []
+        for name, text in read_transcripts(self.transcripts):
+            wav = self.sounds / f"{name}.wav"
+            if not BRACKETS.sub("", text).strip():
+                skipped.append(Skipped(name, "not speech", f"{name}: {text!r} is a sound, not speech"))
+            elif not wav.is_file():
+                skipped.append(Skipped(name, "no recording", f"{name}: no {wav} for the transcript {text!r}"))
+            elif spoken := spoken_text(text, self.language):
+                utterances.append(Utterance(key=name, path=str(wav), text=spoken))
+            else:
+                skipped.append(Skipped(name, "empty transcript", f"{name}: {text!r} has no words"))
+        if skipped:
+            log.info("Asterisk %r: %d prompts, %d transcript entries skipped (%s)", self.language, len(utterances),
+                     len(skipped), ", ".join(sorted({s.reason for s in skipped})))
+        return sorted(utterances, key=lambda u: u.key), skipped
+
+
+def read_transcripts(path: Path) -> list[tuple[str, str]]:
+    """(name, text) of each ``name: text`` line of a (gzipped) transcript file; comments (``;``) and blanks left out.
+    The Italian file starts with a byte-order mark."""
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt", encoding="utf-8-sig", errors="replace") as f:
+        lines = [line.strip() for line in f]
+    entries = []
+    for line in lines:
+        name, colon, text = line.partition(":")
+        if colon and not line.startswith(";") and name.strip() and " " not in name.strip():
+            entries.append((name.strip(), text.strip()))
+    return entries
+
+
+def spoken_text(text: str, language: str) -> str:
+    """The transcript as spoken: bracketed notes dropped, numbers in words (``28.8`` -> twenty-eight point eight),
+    then ``normalize_transcript`` (lowercase, no punctuation)."""
+    text = BRACKETS.sub(" ", text)
+    text = NUMBER.sub(lambda m: f" {number_in_words(m.group(), language)} ", text)
+    return normalize_transcript(text)
+
+
+def number_in_words(number: str, language: str) -> str:
+    """A number as written in a transcript (``5``, ``28.8``, ``28,8``) in ``language``'s words."""
+    whole, _, fraction = number.replace(",", ".").partition(".")
+    return num2words(float(f"{whole}.{fraction}") if fraction else int(whole), lang=language)
+
+
+def split_by_text(utterances: list[Utterance], n_val: int, n_test: int, seed: int) -> dict[str, list[Utterance]]:
+    """Seeded split in which utterances sharing a text are in one split: test and val take whole groups of equal
+    texts, drawn at random, while they fit ``n_test`` / ``n_val``; the rest train. Each split sorted by key."""
+    groups: dict[str, list[Utterance]] = {}
+    for utterance in utterances:
+        groups.setdefault(utterance.text, []).append(utterance)
+    order = sorted(groups)
+    random.Random(seed).shuffle(order)
+    parts: dict[str, list[Utterance]] = {split: [] for split in SPLITS}
+    wanted = {"test": n_test, "val": n_val}
+    for text in order:
+        split = next((s for s, n in wanted.items() if len(parts[s]) + len(groups[text]) <= n), "train")
+        parts[split].extend(groups[text])
+    return {split: sorted(part, key=lambda u: u.key) for split, part in parts.items()}

@@ -1,0 +1,110 @@
+"""Asterisk prompts as a speech source, on a fixture in the packages' layout: a gzipped ``name: text`` transcript
+file (comments, a byte-order mark, tones, a prompt without a recording) and 8 kHz WAV files, some in folders."""
+
+from __future__ import annotations
+
+import gzip
+
+import numpy as np
+import pytest
+import soundfile as sf
+
+from attend.data import LogMelFrontEnd
+from attend.data.audio import AsteriskPrompts, SpeechDataError
+from attend.data.audio.asterisk import spoken_text
+from attend.data.bad_samples import Skipped
+from tests.test_data_audio import make_datamodule
+
+TRANSCRIPT = """\ufeff; Core Asterisk Sounds in English
+
+activated: Activated.
+beep: [this is a simple beep tone]
+vm-intro: Please leave your message after the tone.  When done, hang up, or press the pound key.
+vm-press: press 5 to leave a message
+digits/5: five
+digits/1: one
+letters/at: at [@]
+hold: hold time
+hold-copy: Hold time!
+demo: at least a 28.8 kilobit modem
+lost: this prompt has no recording
+"""
+
+
+@pytest.fixture()
+def asterisk(tmp_path):
+    """The fixture's sounds folder and transcript file, as the Debian packages lay them out."""
+    sounds = tmp_path / "sounds" / "en"
+    rate, rng = 8000, np.random.default_rng(0)
+    names = ["activated", "beep", "vm-intro", "vm-press", "digits/5", "digits/1", "letters/at", "hold", "hold-copy",
+             "demo"]
+    for i, name in enumerate(names):
+        (sounds / name).parent.mkdir(parents=True, exist_ok=True)
+        t = np.arange(int((0.4 + 0.1 * i) * rate)) / rate
+        sf.write(sounds / f"{name}.wav", (0.3 * np.sin(2 * np.pi * 300 * t) + 0.01 * rng.standard_normal(t.size))
+                 .astype(np.float32), rate, subtype="PCM_16")
+    transcripts = tmp_path / "core-sounds-en.txt.gz"
+    with gzip.open(transcripts, "wt", encoding="utf-8") as f:
+        f.write(TRANSCRIPT)
+    return {"sounds": str(sounds), "transcripts": str(transcripts)}
+
+
+def prompts(asterisk, **options) -> AsteriskPrompts:
+    return AsteriskPrompts("en", **{"n_val": 1, "n_test": 2, "seed": 3, **asterisk, **options})
+
+
+def test_transcripts_become_spoken_text(asterisk):
+    utterances, skipped = prompts(asterisk).utterances()
+    texts = {u.key: u.text for u in utterances}
+    assert texts["vm-press"] == "press five to leave a message"  # the digit as it is spoken
+    assert texts["demo"] == "at least a twenty eight point eight kilobit modem"
+    assert texts["letters/at"] == "at" and texts["activated"] == "activated"  # the bracketed symbol is not said
+    assert texts["vm-intro"].startswith("please leave your message after the tone when done")
+    assert utterances[0].path.endswith("activated.wav")
+    assert {(s.key, s.reason) for s in skipped} == {("beep", "not speech"), ("lost", "no recording")}
+
+
+@pytest.mark.parametrize("language, text, spoken", [
+    ("fr", "Appuyez sur 5, puis 28,8.", "appuyez sur cinq puis vingt huit virgule huit"),
+    ("es", "presione 1", "presione uno"),
+    ("it", "premere 4", "premere quattro"),
+    ("ru", "нажмите 2", "нажмите два"),
+])
+def test_numbers_are_written_in_the_prompt_s_language(language, text, spoken):
+    assert spoken_text(text, language) == spoken
+
+
+def test_no_val_or_test_text_is_heard_in_training(asterisk):
+    for seed in range(8):
+        splits = prompts(asterisk, seed=seed, n_val=2, n_test=3).splits()
+        train = {u.text for u in splits["train"] if not isinstance(u, Skipped)}
+        assert not train & {u.text for split in ("val", "test") for u in splits[split]}
+        together = [split for split, part in splits.items() for u in part if getattr(u, "text", "") == "hold time"]
+        assert len(set(together)) == 1 and len(together) == 2  # "hold" and "hold-copy" say the same: one split
+    assert sum(isinstance(u, Skipped) for u in splits["train"]) == 2  # the skips are the training split's
+
+
+def test_the_split_is_seeded(asterisk):
+    assert prompts(asterisk).splits() == prompts(asterisk).splits()
+    assert any(prompts(asterisk, seed=s).splits()["test"] != prompts(asterisk).splits()["test"] for s in range(4))
+
+
+def test_through_the_data_module_the_skips_are_counted_and_8_khz_is_resampled(asterisk, tmp_path):
+    datamodule = make_datamodule(prompts(asterisk), tmp_path, spec_augment=None, max_skip_fraction=0.5,
+                                 frontend=LogMelFrontEnd(sample_rate=16000, n_mels=40))
+    assert datamodule.bad_samples.reasons("train") == {"not speech": 1, "no recording": 1}
+    records, encoded = datamodule.records["train"], datamodule.encoded["train"]
+    row = int(encoded.value("row", 0))
+    seconds = sf.info(records.value("path", row)).duration
+    assert abs(int(encoded.value("source_size", 0)) - seconds * 100) <= 3  # 100 frames a second at 16 kHz
+
+
+def test_missing_packages_and_unknown_languages_say_what_to_install(tmp_path, asterisk):
+    with pytest.raises(SpeechDataError, match="apt-get install asterisk-core-sounds-en asterisk-core-sounds-en-wav"):
+        AsteriskPrompts("en", transcripts=str(tmp_path / "nowhere.txt.gz")).splits()
+    with pytest.raises(SpeechDataError, match="apt-get install asterisk-core-sounds-en-wav"):
+        AsteriskPrompts("en", sounds=str(tmp_path / "nowhere"), transcripts=asterisk["transcripts"]).splits()
+    with pytest.raises(SpeechDataError, match="en, fr, es, it, ru"):
+        AsteriskPrompts("de")
+    with pytest.raises(SpeechDataError, match="leaves none to train on"):
+        prompts(asterisk, n_val=5, n_test=4).splits()
