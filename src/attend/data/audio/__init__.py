@@ -18,6 +18,6 @@ from attend.data.audio.record import (
 )
 from attend.data.audio.tuxpaint_speech import TuxPaintSpeech
 
-__all__ = ["AsteriskPrompts", "AudioReadError", "EspeakNotInstalledError", "EspeakSpeech", "JsonlManifest", "LibriSpeech",
-           "SpeechDataError", "TuxPaintSpeech", "Utterance", "audio_duration", "normalize_transcript", "number_words",
-           "read_audio"]
+__all__ = ["AsteriskPrompts", "AudioReadError", "EspeakNotInstalledError", "EspeakSpeech", "JsonlManifest",
+           "LibriSpeech", "SpeechDataError", "TuxPaintSpeech", "Utterance", "audio_duration", "normalize_transcript",
+           "number_words", "read_audio"]

@@ -37,7 +37,8 @@ class AsteriskPrompts:
                  transcripts: str | os.PathLike | None = None, n_val: int = 50, n_test: int = 60,
                  seed: int = 1234) -> None:
         if language not in LANGUAGES:
-            raise SpeechDataError(f"data.source.language={language!r}: Asterisk prompts exist in {', '.join(LANGUAGES)}")
+            raise SpeechDataError(f"data.source.language={language!r}: Asterisk prompts exist in "
+                                  f"{', '.join(LANGUAGES)}")
         self.language = language
         self.sounds = Path(sounds or SOUNDS.format(language=language))
         self.transcripts = Path(transcripts or TRANSCRIPTS.format(language=language))
@@ -64,11 +65,12 @@ class AsteriskPrompts:
         package = f"asterisk-core-sounds-{self.language}"
         if not self.transcripts.is_file():
             raise SpeechDataError(f"the Asterisk {self.language!r} transcripts are missing: {self.transcripts} is not "
-                                  f"a file. Install them with `apt-get install {package} {package}-wav` (Debian) or set "
-                                  "data.source.transcripts=...")
+                                  f"a file. Install them with `apt-get install {package} {package}-wav` (Debian) or "
+                                  "set data.source.transcripts=...")
         if not self.sounds.is_dir():
             raise SpeechDataError(f"the Asterisk {self.language!r} recordings are missing: {self.sounds} is not a "
-                                  f"folder. Install them with `apt-get install {package}-wav` or set data.source.sounds")
+                                  f"folder. Install them with `apt-get install {package}-wav` or set "
+                                  "data.source.sounds=...")
         utterances, skipped = [], []
         for name, text in read_transcripts(self.transcripts):
             wav = self.sounds / f"{name}.wav"
