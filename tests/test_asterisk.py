@@ -62,6 +62,8 @@ def test_transcripts_become_spoken_text(asterisk):
     assert texts["vm-intro"].startswith("please leave your message after the tone when done")
     assert utterances[0].path.endswith("activated.wav")
     assert {(s.key, s.reason) for s in skipped} == {("beep", "not speech"), ("lost", "no recording")}
+    _, skipped = prompts(asterisk, max_seconds=1.0).utterances()  # the fixture's files last 0.4 s to 1.3 s
+    assert {s.key for s in skipped if s.reason == "over max_seconds"} == {"hold", "hold-copy", "demo"}
 
 
 @pytest.mark.parametrize("language, text, spoken", [

@@ -24,6 +24,7 @@ from torch.utils.data import DataLoader
 from attend.data.bad_samples import BadSamples, Skipped
 from attend.data.bucketing import BucketBatchSampler
 from attend.data.collate import Collate
+from attend.data.corpora import Tagged
 from attend.data.dataset import StoreDataset, training_examples
 from attend.data.modality import ColumnTexts, Modality
 from attend.data.splitting import SPLITS
@@ -130,7 +131,18 @@ class DataModule(L.LightningDataModule):
                                                 train=split == "train")
         log.info("%s: train %d, val %d, test %d examples; vocabulary %d", self.plugin.unit,
                  *(len(self.datasets[split]) for split in SPLITS), self.tokenizer.vocab_size)
+        for split in SPLITS if self.corpora else ():
+            counts = self.datasets[split].corpus_counts()
+            log.info("%s examples by corpus: %s", split, ", ".join(f"{name} {n}" for name, n in counts.items()))
         self.bad_samples.log_summary()
+
+    @property
+    def corpora(self) -> list[str]:
+        """The corpora of a ``Corpora`` source, in order (after ``setup``); [] for a single one."""
+        stores = [self.records[split] for split in SPLITS if split in self.records]
+        if not stores or "corpus" not in stores[0].column_names:
+            return []
+        return list(dict.fromkeys(name for store in stores for name in store.column("corpus").tolist()))
 
     def store_folder(self, kind: str, *key_parts: Any) -> Path:
         """Where the store of ``kind`` for these settings lives: keyed by the source's class and settings."""
@@ -159,7 +171,11 @@ class DataModule(L.LightningDataModule):
         plugin = self.plugin
 
         def prepare(items: list[tuple[Any, int | None]], first: int) -> Shard:
-            columns = plugin.record_columns([item for item, position in items if position is not None])
+            records = [item for item, position in items if position is not None]
+            tagged = [record for record in records if isinstance(record, Tagged)]  # Corpora: several in one
+            columns = plugin.record_columns([record.record for record in tagged] if tagged else records)
+            if tagged:
+                columns["corpus"] = pa.array([record.corpus for record in tagged], type=pa.string())
             columns["index"] = pa.array([position for _, position in items if position is not None], type=pa.int64())
             return Shard(columns, [tuple(item) for item, position in items if position is None])
 

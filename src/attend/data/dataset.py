@@ -44,6 +44,7 @@ class StoreDataset(Dataset):
         first, sizes = reference_offsets(encoded)
         self.target_sizes = sizes[first[self.examples[:, 0]] + self.examples[:, 1]] if len(self.examples) else sizes[:0]
         self.unseen = "unseen" in encoded.column_names
+        self.corpus = "corpus" in records.column_names  # several corpora (attend.data.corpora): batches say whose
 
     def __len__(self) -> int:
         return len(self.examples)
@@ -63,7 +64,14 @@ class StoreDataset(Dataset):
         )
         if self.unseen:
             example["unseen"] = self.encoded.value("unseen", row)
+        if self.corpus:
+            example["corpus"] = self.records.value("corpus", record_row)
         return example
+
+    def corpus_counts(self) -> dict[str, int]:
+        """Examples per corpus, in the records' order."""
+        names = self.records.column("corpus")[self.record_rows[self.examples[:, 0]]].tolist()
+        return {name: names.count(name) for name in dict.fromkeys(names)}
 
     def lengths(self) -> torch.Tensor:
         """Bucketing length per example: the longer of source size and target (with bos/eos)."""

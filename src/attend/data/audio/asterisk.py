@@ -12,7 +12,7 @@ from pathlib import Path
 
 from num2words import num2words
 
-from attend.data.audio.record import SpeechDataError, Utterance, normalize_transcript
+from attend.data.audio.record import SpeechDataError, Utterance, audio_duration, normalize_transcript
 from attend.data.bad_samples import Skipped
 from attend.data.splitting import SPLITS
 
@@ -31,11 +31,13 @@ class AsteriskPrompts:
 
     Transcript lines are ``name: text`` (``name`` a path under ``sounds`` without ``.wav``). A transcript that is
     only a bracketed sound (``[ascending tones]``) and one whose recording is missing are counted skips of the
-    training split; numbers are written as the speaker says them (``press 5`` -> ``press five``)."""
+    training split; numbers are written as the speaker says them (``press 5`` -> ``press five``). Prompts longer
+    than ``max_seconds`` (English has a 73 s demo announcement) are skipped too, from every split: an evaluation
+    batch padded to them would cost more than all the others."""
 
     def __init__(self, language: str = "en", sounds: str | os.PathLike | None = None,
                  transcripts: str | os.PathLike | None = None, n_val: int = 50, n_test: int = 60,
-                 seed: int = 1234) -> None:
+                 seed: int = 1234, max_seconds: float | None = 20.0) -> None:
         if language not in LANGUAGES:
             raise SpeechDataError(f"data.source.language={language!r}: Asterisk prompts exist in "
                                   f"{', '.join(LANGUAGES)}")
@@ -45,11 +47,12 @@ class AsteriskPrompts:
         self.n_val = n_val
         self.n_test = n_test
         self.seed = seed
+        self.max_seconds = max_seconds
 
     def settings(self) -> dict:
         """The constructor arguments (the transcript file is stamped by the records-store key)."""
         return {"language": self.language, "sounds": str(self.sounds), "transcripts": str(self.transcripts),
-                "n_val": self.n_val, "n_test": self.n_test, "seed": self.seed}
+                "n_val": self.n_val, "n_test": self.n_test, "seed": self.seed, "max_seconds": self.max_seconds}
 
     def splits(self) -> dict[str, list[Utterance | Skipped]]:
         utterances, skipped = self.utterances()
@@ -78,6 +81,9 @@ class AsteriskPrompts:
                 skipped.append(Skipped(name, "not speech", f"{name}: {text!r} is a sound, not speech"))
             elif not wav.is_file():
                 skipped.append(Skipped(name, "no recording", f"{name}: no {wav} for the transcript {text!r}"))
+            elif self.max_seconds is not None and (seconds := audio_duration(wav)) > self.max_seconds:
+                skipped.append(Skipped(name, "over max_seconds", f"{name}: {seconds:.1f} s, over data.source."
+                                       f"max_seconds={self.max_seconds:g} (raise it to keep such prompts)"))
             elif spoken := spoken_text(text, self.language):
                 utterances.append(Utterance(key=name, path=str(wav), text=spoken))
             else:
