@@ -28,7 +28,7 @@ SMALL_ASR = [
     "model.test_search.max_len_a=0.2",
     "model.test_search.beam_size=2",
 ]
-ASR_METRICS = {"test/cer", "test/wer", "test/loss", "test/ctc"}
+ASR_METRICS = {"test/cer", "test/wer", "test/loss", "test/ctc", "test/cer_ctc"}  # cer_ctc: the CTC head alone
 
 
 def test_asr_train_then_evaluate_and_transcribe_audio_files(tmp_path):

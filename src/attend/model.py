@@ -16,6 +16,7 @@ from attend.init import initialize
 from attend.metrics import Decoded
 from attend.objective import LOSS_NAMES, Normalization, check_objective_options, combine, cross_entropy, ctc_loss
 from attend.reinforce import Reinforce
+from attend.search import ctc_best_path
 
 log = logging.getLogger(__name__)
 
@@ -107,6 +108,11 @@ class Seq2Seq(L.LightningModule):
         self.nonfinite_in_a_row = 0
         # the progress bar shows the first text score (BLEU, CER), not a diagnostic a data config adds
         self.headline_metric = next((n for n, m in metrics.items() if getattr(m, "headline", False)), None)
+        # what the CTC head alone reads (best path), scored by the headline metric: {stage}/{headline}_ctc
+        scored = self.ctc_head is not None and self.headline_metric is not None
+        self.ctc_metrics = nn.ModuleDict(
+            {stage: metrics[self.headline_metric].clone() for stage in ("val", "test")} if scored else {}
+        )
 
     # -- model ----------------------------------------------------------------------------
     def encode(self, batch: dict):
@@ -125,12 +131,26 @@ class Seq2Seq(L.LightningModule):
 
     @torch.no_grad()
     def decode(self, batch: dict, search: Callable) -> Decoded:
-        """Decode a batch with ``search``: the batch, the search's result and its detokenised texts."""
+        """Decode a batch with ``search``: the batch, the search's result and its detokenised texts. A search with
+        ``ctc_weight`` > 0 (joint CTC/attention beam search) also gets the CTC head's log-probabilities."""
         tok = self.target_tokenizer
-        result = search(
-            self.decoder, self.encode(batch), bos_id=tok.bos_id, eos_id=tok.eos_id, pad_id=tok.pad_id
-        )
+        memory = self.encode(batch)
+        joint = getattr(search, "ctc_weight", 0.0) > 0 and self.ctc_head is not None
+        extra = {"ctc_log_probs": self.ctc_log_probs(memory)} if joint else {}
+        result = search(self.decoder, memory, bos_id=tok.bos_id, eos_id=tok.eos_id, pad_id=tok.pad_id, **extra)
         return Decoded(batch, result, [tok.decode(ids) for ids in result.sequences()], tok)
+
+    def ctc_log_probs(self, memory) -> Tensor:
+        """The CTC head's log-probabilities (B, S, V) over the encoder's frames, in float32."""
+        return torch.log_softmax(self.ctc_head(memory.values).float(), dim=-1)
+
+    @torch.no_grad()
+    def decode_ctc(self, batch: dict) -> Decoded:
+        """Best-path CTC decoding of a batch, the CTC head alone: the batch and the texts (no search result)."""
+        tok = self.target_tokenizer
+        memory = self.encode(batch)
+        sequences = ctc_best_path(self.ctc_log_probs(memory), memory.lengths, tok.pad_id, (tok.bos_id, tok.eos_id))
+        return Decoded(batch, None, [tok.decode(ids) for ids in sequences], tok)
 
     # -- steps ----------------------------------------------------------------------------
     def teacher_forced_losses(self, batch: dict) -> dict[str, Tensor]:
@@ -183,6 +203,9 @@ class Seq2Seq(L.LightningModule):
         for name, metric in metrics.items():
             metric.update(decoded)
             self.log(f"{stage}/{name}", metric, prog_bar=name == self.headline_metric, batch_size=batch_size)
+        if self.ctc_metrics:
+            self.ctc_metrics[stage].update(self.decode_ctc(batch))
+            self.log(f"{stage}/{self.headline_metric}_ctc", self.ctc_metrics[stage], batch_size=batch_size)
         if stage == "test":
             rows = zip(batch["ids"].tolist(), batch["sources"], decoded.references, decoded.hypotheses, strict=True)
             for index, source, reference, hypothesis in rows:

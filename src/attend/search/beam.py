@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -9,6 +10,7 @@ import torch
 from torch import Tensor
 
 from attend.memory import Memory
+from attend.search.ctc_prefix import CTCPrefixScorer
 from attend.search.pool import FinishedPool, in_input_order
 from attend.search.result import SearchResult, forbid, max_lengths
 from attend.search.state import reorder_state
@@ -27,6 +29,7 @@ class _Live:
     memory: Memory  # (b*K, ...)
     state: Any  # the decoder's state, b*K rows
     prev: Tensor  # (b*K,) last tokens
+    ctc: CTCPrefixScorer | None = None  # joint CTC/attention decoding: the CTC prefix scores of the b*K beams
 
 
 class BeamSearch:
@@ -38,6 +41,12 @@ class BeamSearch:
     holds K hypotheses and no live one can still beat the worst of them, or at its length limit, where every
     live hypothesis must end. Done sentences leave the batch, so later steps compute only the rows still
     searched. The result is the pool's best (its weights after its end token are zeros).
+
+    With ``ctc_weight`` lambda > 0 the search is joint CTC/attention decoding (Watanabe et al. 2017, as ESPnet):
+    a token's score is (1 - lambda) log p_att(c | h) + lambda (log psi(h + c) - log psi(h)), psi the CTC prefix
+    probability (``CTCPrefixScorer``), so a hypothesis scores (1 - lambda) log P_att(Y) + lambda log P_ctc(Y) when
+    it ends. Only the ceil(1.5 K) tokens the attention finds likeliest for a hypothesis get a CTC score (the
+    others -inf), as SpeechBrain and ESPnet's pre-beam do: CTC scores cost frames x candidates each.
     """
 
     def __init__(
@@ -47,27 +56,37 @@ class BeamSearch:
         max_len_a: float = 1.5,
         max_len_b: int = 10,
         min_len_ratio: float = 0.0,
+        ctc_weight: float = 0.0,
     ) -> None:
         if beam_size < 1:
             raise ValueError(f"beam_size must be at least 1, got {beam_size}")
         if not min_len_ratio >= 0.0:
             raise ValueError(f"min_len_ratio must be >= 0 (output tokens per source position), got {min_len_ratio}")
+        if not 0.0 <= ctc_weight <= 1.0:
+            raise ValueError(f"ctc_weight is a mixing weight in [0, 1] (decoding.ctc_weight), got {ctc_weight}")
         self.beam_size = beam_size
         self.length_penalty = length_penalty
         self.max_len_a = max_len_a
         self.max_len_b = max_len_b
         self.min_len_ratio = min_len_ratio
+        self.ctc_weight = ctc_weight
+        self.pre_beam = math.ceil(1.5 * beam_size)  # tokens per hypothesis that get a CTC score
 
     def penalty(self, lengths: Tensor) -> Tensor:
         """lp(|Y|) of GNMT eq. 14 for lengths that count the end token."""
         return ((5.0 + lengths.float()) / 6.0) ** self.length_penalty
 
     @torch.no_grad()
-    def __call__(self, decoder, memory: Memory, bos_id: int, eos_id: int, pad_id: int) -> SearchResult:
-        """The best finished hypothesis of every sentence, by length-normalised score."""
+    def __call__(
+        self, decoder, memory: Memory, bos_id: int, eos_id: int, pad_id: int, ctc_log_probs: Tensor | None = None
+    ) -> SearchResult:
+        """The best finished hypothesis of every sentence, by length-normalised score. ``ctc_log_probs`` (B, S, V):
+        the CTC head's log-probabilities over the memory's frames (blank = pad id), read when ``ctc_weight`` > 0."""
         k = self.beam_size
         memory = decoder.prepare(memory)  # keys once per source, then tiled
         live = self._start(decoder, memory, bos_id)
+        if self.ctc_weight > 0:
+            live.ctc = self._ctc_scorer(ctc_log_probs, memory.lengths, pad_id, eos_id)
         batch, source_lengths = live.scores.size(0), memory.lengths  # (B,)
         pool: FinishedPool | None = None
         done: list[tuple[Tensor, Tensor, Tensor, Tensor]] = []  # (sentences, tokens, weights, scores)
@@ -123,9 +142,18 @@ class BeamSearch:
             prev=torch.full((batch * k,), bos_id, dtype=torch.long, device=device),
         )
 
+    def _ctc_scorer(self, log_probs: Tensor | None, lengths: Tensor, pad_id: int, eos_id: int) -> CTCPrefixScorer:
+        if log_probs is None:
+            raise ValueError(
+                f"joint CTC/attention decoding (ctc_weight={self.ctc_weight}) needs the CTC head's log-probabilities, "
+                "but the model has no CTC head: train with model.ctc_weight > 0, or decode with decoding.ctc_weight=0 "
+                "(eval.py and predict.py: ctc_weight=0)"
+            )
+        return CTCPrefixScorer(log_probs, lengths, self.beam_size, blank=pad_id, eos=eos_id)
+
     def _totals(self, logits: Tensor, live: _Live, t: int, bos_id: int, eos_id: int, pad_id: int) -> Tensor:
         """Score (b, K*V) of every expansion: no padding or start token; no end token before the minimum
-        length; only the end token at the length limit (which wins over the minimum)."""
+        length; only the end token at the length limit (which wins over the minimum); with CTC, the joint score."""
         logp = forbid(torch.log_softmax(logits.float(), dim=-1), [pad_id, bos_id])
         logp = logp.view(-1, self.beam_size, logp.size(-1))  # (b, K, V)
         at_limit = (t + 1 >= live.limits).view(-1, 1)  # (b, 1)
@@ -133,7 +161,26 @@ class BeamSearch:
         eos = logp[..., eos_id].masked_fill(too_short, -torch.inf)  # (b, K)
         logp.masked_fill_(at_limit.unsqueeze(-1), -torch.inf)  # in place: the step's largest tensor
         logp[..., eos_id] = eos
+        if live.ctc is not None:
+            logp = self._joint(logp, live.ctc, eos_id)
         return logp.add_(live.scores.unsqueeze(-1)).view(logp.size(0), -1)
+
+    def _joint(self, logp: Tensor, ctc: CTCPrefixScorer, eos_id: int) -> Tensor:
+        """(1 - lambda) log p_att + lambda (log psi(h + c) - log psi(h)) (b, K, V) for the pre-beam, the
+        ceil(1.5 K) tokens likeliest by attention of each hypothesis, and for the end token (log P_ctc(h) there),
+        which is always scored, as in ESPnet: a hypothesis can end even when the attention ranks the end token low
+        (it costs no recursion); -inf for every other token."""
+        flat = logp.view(-1, logp.size(-1))  # (b*K, V)
+        attention, candidates = flat.topk(min(self.pre_beam, flat.size(-1)), dim=-1)  # (b*K, C)
+        attention = torch.cat([attention, flat[:, eos_id, None]], dim=1)  # (b*K, C + 1)
+        prefix = torch.cat([ctc.score(candidates), ctc.whole().unsqueeze(1)], dim=1)  # (b*K, C + 1)
+        candidates = torch.cat([candidates, torch.full_like(candidates[:, :1], eos_id)], dim=1)  # (b*K, C + 1)
+        old = ctc.prefix.unsqueeze(1)  # (b*K, 1): -inf for a prefix CTC cannot emit (no gain then, not NaN)
+        gain = torch.where(old.isfinite(), prefix - old, -torch.inf).float()  # (b*K, C + 1)
+        joint = (1.0 - self.ctc_weight) * attention + self.ctc_weight * gain  # (b*K, C + 1)
+        joint = joint.masked_fill(attention.isinf(), -torch.inf)  # lambda = 1: 0 * -inf would be NaN
+        # the end token may be twice among the candidates, with the same score: either write is right
+        return torch.full_like(flat, -torch.inf).scatter_(1, candidates, joint).view_as(logp)
 
     def _bound(self, scores: Tensor, limits: Tensor, t: int) -> Tensor:
         """The best normalised score (b,) a live hypothesis of log-probability ``scores`` can still reach:
@@ -152,6 +199,8 @@ class BeamSearch:
             live.active, live.limits, live.min_tokens = live.active[keep], live.limits[keep], live.min_tokens[keep]
         rows = (keep if keep is not None else torch.arange(origin.size(0), device=origin.device)).unsqueeze(1)
         live.state = reorder_state(live.state, (rows * k + origin).view(-1))  # (b'*K,) rows of the step's batch
+        if live.ctc is not None:
+            live.ctc.advance((rows * k + origin).view(-1), token.view(-1), keep)
         live.history = torch.cat([live.history[rows, origin], token.unsqueeze(-1)], dim=-1)  # (b', K, t+1)
         live.weights = weights[rows, origin]  # (b', K, t+1, ...)
         live.scores, live.prev = scores, token.view(-1)
