@@ -3,12 +3,18 @@ before it is wired are ``attend.run.config_checks``)."""
 
 from __future__ import annotations
 
+import copy
+
 import lightning as L
 from hydra.utils import get_class, instantiate
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, OmegaConf, open_dict
 from torch import nn
 
 from attend.model import Seq2Seq
+
+# options of the model section that the run harness reads, not the LightningModule: the checkpoint a fresh run
+# starts from and which of its parts (attend.run.init_from)
+HARNESS_MODEL_OPTIONS = ("init_from", "init_parts")
 
 
 def build_datamodule(cfg: DictConfig, tokenizer_states: dict | None = None) -> L.LightningDataModule:
@@ -51,10 +57,20 @@ def build_model(cfg: DictConfig, datamodule: L.LightningDataModule) -> Seq2Seq:
         memory_dim=encoder.output_dim,
         attention=instantiate(cfg.attention),
     )
-    model = instantiate(cfg.model, encoder=encoder, decoder=decoder, tokenizers=tokenizers)
+    model = instantiate(model_config(cfg), encoder=encoder, decoder=decoder, tokenizers=tokenizers)
     # set after instantiation: Hydra would try to instantiate the _target_ entries inside it
     model.run_config = OmegaConf.to_container(cfg, resolve=True)
     return model
+
+
+def model_config(cfg: DictConfig) -> DictConfig:
+    """``cfg.model`` without the options the harness reads (HARNESS_MODEL_OPTIONS), which Seq2Seq does not take;
+    a shallow copy, so its interpolations (``${optim.optimizer}``) still resolve against the whole config."""
+    node = copy.copy(cfg.model)
+    with open_dict(node):
+        for name in HARNESS_MODEL_OPTIONS:
+            node.pop(name, None)
+    return node
 
 
 def instantiate_all(group: DictConfig | None) -> list:

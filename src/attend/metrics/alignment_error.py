@@ -21,6 +21,7 @@ class AlignmentError(Metric):
     """
 
     higher_is_better = False
+    batch_fields = ("alignments",)  # a batch field the data adds (DatePairs); eval.py on data without it leaves it out
     full_state_update = False  # each update adds to sums: states of ranks or batches merge by addition
 
     def __init__(self, **kwargs) -> None:

@@ -32,6 +32,7 @@ class Grounding(Metric):
     """
 
     higher_is_better = True
+    batch_fields = ("objects",)  # a batch field the data adds (images); eval.py on data without it leaves it out
 
     def __init__(self, kind: str = "pointing", **kwargs) -> None:
         super().__init__(**kwargs)

@@ -47,6 +47,7 @@ class ObjectMass(Metric):
     """
 
     higher_is_better = True
+    batch_fields = ("object_masks",)  # a batch field the data adds (Tux Paint); eval.py on data without it drops it
 
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)

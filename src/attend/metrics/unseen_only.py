@@ -23,6 +23,7 @@ class UnseenOnly(Metric):
     """
 
     higher_is_better = True  # the caption scores it wraps (BLEU, CIDEr-D)
+    batch_fields = ("unseen",)  # a batch field the data adds (captions); eval.py on data without it leaves it out
 
     def __init__(self, metric: Metric, **kwargs) -> None:
         super().__init__(**kwargs)

@@ -43,14 +43,25 @@ def datamodule_state(checkpoint: dict, path: str | Path | None = None) -> dict:
     return copy
 
 
-def restore(checkpoint: dict, overrides: dict | None = None):
-    """(config, datamodule, model) of a checkpoint; ``overrides`` are dotted keys set on the saved config."""
+def saved_config(checkpoint: dict, overrides: dict | None = None) -> DictConfig:
+    """The run config a checkpoint saved, in today's form; ``overrides`` are dotted keys set on it."""
     config: DictConfig = OmegaConf.create(checkpoint["attend"]["config"])
     config.data = upgrade(config.data)  # a data config saved before the data modules became one
     for key, value in (overrides or {}).items():
         OmegaConf.update(config, key, value, force_add=True)
-    datamodule = build_datamodule(config, tokenizer_states=datamodule_state(checkpoint))
+    return config
+
+
+def restored_model(config: DictConfig, datamodule, checkpoint: dict):
+    """The model ``config`` describes with the checkpoint's weights, in evaluation mode."""
     model = build_model(config, datamodule)
     model.load_state_dict(checkpoint["state_dict"])
     model.eval()
-    return config, datamodule, model
+    return model
+
+
+def restore(checkpoint: dict, overrides: dict | None = None):
+    """(config, datamodule, model) of a checkpoint; ``overrides`` are dotted keys set on the saved config."""
+    config = saved_config(checkpoint, overrides)
+    datamodule = build_datamodule(config, tokenizer_states=datamodule_state(checkpoint))
+    return config, datamodule, restored_model(config, datamodule, checkpoint)

@@ -4,12 +4,16 @@ the data, options a class does not take, values of the wrong type. ``ConfigError
 from __future__ import annotations
 
 import inspect
+from pathlib import Path
 
 from hydra.utils import get_class
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from attend.data.options import renamed_options
 from attend.run.config_types import type_errors
+
+# what model.init_parts may name: the parts model.init_from loads (all: the encoder, the decoder and the CTC head)
+INIT_PARTS = ("encoder", "decoder", "all")
 
 
 class ConfigError(ValueError):
@@ -33,6 +37,12 @@ def check_config(cfg: DictConfig) -> None:
         check_modality(cfg)
     for group in ("data", "encoder", "attention", "decoder"):
         check_options(cfg, group)
+    if isinstance(cfg.get("decoding"), DictConfig) and isinstance(cfg.get("model"), DictConfig):
+        check_ctc_decoding(cfg)
+    if isinstance(cfg.get("model"), DictConfig):
+        check_init_from(cfg)
+    if cfg.get("average_checkpoints") is not None:
+        check_average_checkpoints(cfg)
     errors = type_errors(cfg)
     if errors:
         raise ConfigError("config values of the wrong type: " + "; ".join(errors))
@@ -77,6 +87,44 @@ def init_parameters(cls: type) -> set[str] | None:
     return None
 
 
+def check_init_from(cfg: DictConfig) -> None:
+    """``model.init_parts`` names parts of the model (one, or a list), and ``model.init_from`` a file that exists
+    (not looked for when the run resumes: ``ckpt_path`` restores every weight then). What the file holds is read
+    once the model is built (``attend.run.init_from``)."""
+    parts = cfg.model.get("init_parts", "all")
+    names = list(parts) if isinstance(parts, ListConfig | list) else [parts]
+    unknown = [str(name) for name in names if name not in INIT_PARTS]
+    if unknown or not names:
+        raise ConfigError(
+            f"model.init_parts names {', '.join(unknown) or 'no part'}, which the model does not have: choose from "
+            f"{', '.join(INIT_PARTS)} (one, or a list: model.init_parts=[encoder,decoder])"
+        )
+    path = cfg.model.get("init_from")
+    if path is not None and not cfg.get("ckpt_path") and not Path(str(path)).is_file():
+        raise ConfigError(
+            f"model.init_from={str(path)!r} does not exist: point it at a checkpoint of an earlier run, e.g. "
+            f"model.init_from=outputs/<task>/runs/<time>/checkpoints/best.ckpt"
+        )
+
+
+def check_ctc_decoding(cfg: DictConfig) -> None:
+    """``decoding.ctc_weight`` is a mixing weight in [0, 1]; above 0, joint CTC/attention beam search reads the CTC
+    head, which only a model trained with ``model.ctc_weight`` > 0 has (greedy search ignores it): refused here
+    rather than at the first test batch, after the whole training."""
+    weight = cfg.decoding.get("ctc_weight", 0.0)
+    if not isinstance(weight, int | float):
+        return  # type_errors names it
+    if not 0.0 <= weight <= 1.0:
+        raise ConfigError(f"decoding.ctc_weight is a mixing weight in [0, 1], got {weight}: set "
+                          "decoding.ctc_weight=0.3, say, or 0 (off)")
+    beam = OmegaConf.select(cfg, "model.test_search._target_") == "attend.search.BeamSearch"
+    decoded = OmegaConf.select(cfg, "model.test_search.ctc_weight", default=0.0) if beam else 0.0
+    trained = cfg.model.get("ctc_weight", 0.0)
+    if isinstance(decoded, int | float) and decoded > 0 and isinstance(trained, int | float) and trained == 0:
+        raise ConfigError(f"decoding.ctc_weight={decoded} decodes with the CTC head, but model.ctc_weight=0 trains "
+                          "none: set model.ctc_weight > 0 (0.3, say), or decoding.ctc_weight=0")
+
+
 def check_modality(cfg: DictConfig) -> None:
     """The encoder must read what the data gives (``modality`` of both classes: text, image, audio)."""
     plugin = cfg.data.get("modality")
@@ -89,3 +137,25 @@ def check_modality(cfg: DictConfig) -> None:
             f"encoder=efficientnet; audio: encoder=audio), or the task that goes with this data (task=mt for "
             f"text, task=caption for images, task=asr for audio)"
         )
+
+
+AVERAGE_SELECTS = ("best", "last")  # what average_checkpoints.select may be (null: off)
+
+
+def check_average_checkpoints(cfg: DictConfig) -> None:
+    """``average_checkpoints`` (attend.run.averaging): ``select`` best, last or null (off), ``n`` a whole number of
+    checkpoints; a training run must write checkpoints to keep them."""
+    node = cfg.average_checkpoints
+    select, n = node.get("select"), node.get("n")
+    if select is None:
+        return
+    if select not in AVERAGE_SELECTS:
+        raise ConfigError(f"average_checkpoints.select must be best or last (null: off), not {select!r}: set "
+                          "average_checkpoints.select=best (the N best by monitor.metric) or =last (the last N epochs)")
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ConfigError(f"average_checkpoints.n must be a whole number of checkpoints, 1 or more, not {n!r}: set "
+                          "average_checkpoints.n=5")
+    trainer = cfg.get("trainer")
+    if isinstance(trainer, DictConfig) and trainer.get("enable_checkpointing") is False:
+        raise ConfigError("average_checkpoints needs checkpoints, but trainer.enable_checkpointing=false (debug=fast "
+                          "and debug=overfit write none): drop debug=..., or set average_checkpoints.select=null")

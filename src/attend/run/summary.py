@@ -77,7 +77,7 @@ class RunSummary(L.Callback):
         write_summary(
             self.output_dir, trainer, pl_module, timing, self.monitor, self.monitored, self.val_metrics, test_metrics
         )
-        report(self.output_dir, test_metrics, trainer.checkpoint_callback)
+        report(self.output_dir, test_metrics, trainer.checkpoint_callback, trainer.ckpt_path if test_metrics else None)
 
 
 def write_summary(
@@ -131,12 +131,15 @@ def command_line_overrides() -> dict[str, str]:
     return {key.lstrip("+~"): value for key, value in pairs}
 
 
-def report(output_dir: Path, test_metrics: dict, checkpoint) -> None:
-    """Print where everything landed, for a person reading the terminal."""
+def report(output_dir: Path, test_metrics: dict, checkpoint, tested: str | None = None) -> None:
+    """Print where everything landed, for a person reading the terminal; ``tested``: the checkpoint the test
+    loaded, named when it is not the best one (the average of several: average_checkpoints)."""
     print("\n=== Attend run finished ===")
     for name, value in sorted(test_metrics.items()):
         print(f"{name:>14}: {value:.4f}")
     if checkpoint is not None and checkpoint.best_model_path:
         print(f"best checkpoint: {checkpoint.best_model_path}")
+    if tested and (checkpoint is None or tested != checkpoint.best_model_path):
+        print(f"tested:          {tested}")
     print(f"run folder:      {output_dir}")
     print(f"attention plots: {output_dir / 'attention'}")

@@ -8,18 +8,22 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from attend.builder import build_datamodule, build_model, instantiate_all
+from attend.run.averaging import averaged_test_checkpoint, keep_for_averaging
 from attend.run.context import run_context
+from attend.run.init_from import init_from_config
 from attend.run.summary import RunSummary
 
 
 def train(cfg: DictConfig) -> float | None:
-    """Fit, test the best checkpoint; returns the best monitored value, or None when the fit was stopped
-    early to be resumed (its checkpoint is written and the message logged; an unfinished run is not tested)."""
+    """Fit, test the best checkpoint (or the average of several: ``average_checkpoints``); returns the best
+    monitored value, or None when the fit was stopped early to be resumed (its checkpoint is written and the
+    message logged; an unfinished run is not tested)."""
     with run_context(cfg) as device_slot:
         datamodule = build_datamodule(cfg)
         datamodule.prepare_data()
         datamodule.setup("fit")
         model = build_model(cfg, datamodule)
+        init_from_config(model, cfg)  # fine-tuning: model.init_from's weights (a resume restores its own instead)
         run_test = bool(cfg.get("run_test"))
         summary = RunSummary(cfg.paths.output_dir, cfg.monitor.metric, tested=run_test, device_slot=device_slot)
         trainer = build_trainer(cfg, datamodule, summary)
@@ -28,16 +32,17 @@ def train(cfg: DictConfig) -> float | None:
         if summary.interrupted:
             return None
         if run_test:
-            trainer.test(model, datamodule=datamodule, ckpt_path=best_checkpoint(trainer), verbose=False)
+            trainer.test(model, datamodule=datamodule, ckpt_path=tested_checkpoint(trainer, cfg), verbose=False)
         return summary.monitored
 
 
 def build_trainer(cfg: DictConfig, datamodule: L.LightningDataModule, *callbacks: L.Callback) -> L.Trainer:
-    """The configured Trainer, with the config's callbacks and ``callbacks``; its loggers (the dashboard) get
-    the whole resolved config and the counts of bad samples the data module skipped."""
+    """The configured Trainer, with the config's callbacks (and the one that keeps the checkpoints
+    ``average_checkpoints`` averages) and ``callbacks``; its loggers (the dashboard) get the whole resolved
+    config and the counts of bad samples the data module skipped."""
     trainer: L.Trainer = instantiate(
         cfg.trainer,
-        callbacks=instantiate_all(cfg.get("callbacks")),
+        callbacks=instantiate_all(cfg.get("callbacks")) + keep_for_averaging(cfg),
         logger=instantiate_all(cfg.get("logger")),
     )
     # after Lightning's own callbacks: the progress bar is closed before RunSummary prints where the run landed
@@ -54,3 +59,8 @@ def best_checkpoint(trainer: L.Trainer) -> str | None:
     """``best`` when the fit wrote a best checkpoint (Lightning then tests it), else None (the last weights)."""
     checkpoint = trainer.checkpoint_callback
     return "best" if checkpoint is not None and checkpoint.best_model_path else None
+
+
+def tested_checkpoint(trainer: L.Trainer, cfg: DictConfig) -> str | None:
+    """What the test loads: the average of the kept checkpoints when ``average_checkpoints`` is on, else best."""
+    return averaged_test_checkpoint(trainer, cfg) or best_checkpoint(trainer)

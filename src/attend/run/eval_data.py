@@ -1,0 +1,148 @@
+"""The data eval.py tests a checkpoint on: its own test split, or with ``data=<name>`` another data config's, read
+the way the checkpoint's run read its own, so that a model is scored out of domain.
+
+With ``data=<name>`` the checkpoint's saved data config is kept and these parts of it are replaced:
+
+- from the data config given (with the command line's ``data.*`` overrides): ``source`` (the corpus and its splits),
+  the ``loader`` keys it sets (over the checkpoint's: ``eval_batch_size``, ``num_workers``), ``on_error`` and
+  ``max_skip_fraction`` where it sets them, and the metrics a ``_global_`` data config adds (``model.metrics``);
+- from the checkpoint, everything else: the ``modality`` plug-in and its features (the source tokenizer's kind, the
+  image size, the audio front end and SpecAugment that task=asr set), the fitted tokenizers (a character or word
+  they never saw is unk), ``seed`` and the training-only length limits. The data config's interpolations
+  (``${seed}``, ``${paths.cache_dir}``) resolve against the checkpoint's config: its seed, the cache dir in use.
+
+A metric that reads a field a data set adds to its batches (its class's ``batch_fields``: alignments, objects,
+object masks, unseen flags) is left out, in a log line, when the new test split's batches lack the field. A data
+config of another modality (text, image, audio) than the checkpoint's is refused in one line.
+
+The data is prepared under eval.py's ``paths.cache_dir`` when the command line gives one, else where the
+checkpoint's run prepared it (its saved ``paths.cache_dir``): every saved value under that folder moves with it.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import lightning as L
+from hydra.core.hydra_config import HydraConfig
+from hydra.utils import get_class
+from omegaconf import DictConfig, OmegaConf
+
+from attend.builder import build_datamodule
+from attend.run.checkpoint import datamodule_state
+from attend.run.config_checks import ConfigError, check_config
+
+log = logging.getLogger(__name__)
+
+# the groups check_config checks: a view of the data config given holds only data and model.metrics of them
+CHECKED_GROUPS = ("data", "encoder", "attention", "decoder", "model", "optim", "trainer", "decoding",
+                  "average_checkpoints")
+FROM_GIVEN = ("on_error", "max_skip_fraction")  # data options taken from the data config given, where it sets them
+
+
+def with_cache_dir(config: DictConfig, cache_dir: str | None) -> DictConfig:
+    """``config`` preparing its data under ``cache_dir`` (eval.py's ``paths.cache_dir``); unchanged when None."""
+    if not cache_dir:
+        return config
+    saved = OmegaConf.select(config, "paths.cache_dir") or OmegaConf.select(config, "data.cache_dir")
+    container: Any = OmegaConf.to_container(config, resolve=False)
+    if saved:
+        container = moved(container, str(saved), str(cache_dir))
+    container.setdefault("paths", {})["cache_dir"] = str(cache_dir)
+    container["data"]["cache_dir"] = str(cache_dir)
+    return OmegaConf.create(container)
+
+
+def moved(value: Any, old: str, new: str) -> Any:
+    """``value`` with every string that is the folder ``old`` or a path under it moved to ``new``."""
+    if isinstance(value, dict):
+        return {key: moved(item, old, new) for key, item in value.items()}
+    if isinstance(value, list):
+        return [moved(item, old, new) for item in value]
+    if not isinstance(value, str):
+        return value
+    old, new = old.rstrip("/") or "/", new.rstrip("/") or "/"
+    if value.rstrip("/") == old:
+        return new
+    return new + value[len(old):] if value.startswith(old + "/") else value
+
+
+def data_name(cfg: DictConfig) -> str:
+    """``data=<choice>`` as eval.py was given it (outside a Hydra run: the data config's source class)."""
+    if HydraConfig.initialized():
+        choice = HydraConfig.get().runtime.choices.get("data")
+        if choice:
+            return f"data={choice}"
+    return f"the data config ({OmegaConf.select(cfg, 'data.source._target_', default='?')})"
+
+
+def modality_of(data: DictConfig | dict) -> str | None:
+    """What a data config gives the encoder: its modality plug-in's ``name`` (text, image, audio)."""
+    plugin = data.get("modality")
+    target = plugin.get("_target_") if isinstance(plugin, (dict, DictConfig)) else None
+    return getattr(get_class(target), "name", None) if target else None
+
+
+def with_test_data(config: DictConfig, cfg: DictConfig) -> DictConfig:
+    """The checkpoint's ``config`` with the test data of eval.py's ``data`` (see the module docstring); ``config``
+    unchanged when eval.py was given no data config."""
+    if cfg.get("data") is None:
+        return config
+    name = data_name(cfg)
+    given: Any = OmegaConf.to_container(cfg.data, resolve=False)
+    metrics: Any = OmegaConf.to_container(cfg.model.metrics, resolve=False) if OmegaConf.select(
+        cfg, "model.metrics") is not None else {}
+    if not isinstance(given.get("source"), dict):
+        raise ConfigError(f"{name} names no data.source: choose a data config from conf/data/ (data=dates, ...)")
+    check_config(view(config, given, metrics))  # its ??? values, options and types, interpolations resolved
+    trained, testing = modality_of(config.data), modality_of(given)
+    if trained != testing:
+        raise ConfigError(
+            f"{name} gives {testing} but the checkpoint's model reads {trained} (it was trained on "
+            f"{OmegaConf.select(config, 'data.source._target_')}): evaluate it on a data config that gives {trained}"
+        )
+    merged: Any = OmegaConf.to_container(config, resolve=False)
+    data = merged["data"]
+    data["source"] = given["source"]
+    data["loader"] = {**(data.get("loader") or {}), **(given.get("loader") or {})}
+    data.update({key: given[key] for key in FROM_GIVEN if key in given})
+    merged.setdefault("model", {})["metrics"] = {**(merged["model"].get("metrics") or {}), **metrics}
+    log.info("testing on the test split of %s (%s), read as the checkpoint's run read its own",
+             name, given["source"].get("_target_"))
+    return OmegaConf.create(merged)
+
+
+def view(config: DictConfig, data: dict, metrics: dict) -> DictConfig:
+    """What check_config reads of the data config given: it and its metrics, beside the checkpoint's other top-level
+    keys (seed, paths) that its interpolations name."""
+    saved: Any = OmegaConf.to_container(config, resolve=False)
+    others = {key: value for key, value in saved.items() if key not in CHECKED_GROUPS}
+    return OmegaConf.create({**others, "data": data, "model": {"metrics": metrics}})
+
+
+def leave_out_unfed_metrics(config: DictConfig, batch: dict, name: str) -> None:
+    """Drop from ``config.model.metrics`` each metric whose ``batch_fields`` the test batches of ``name`` lack."""
+    metrics = config.model.get("metrics") or {}
+    for metric in list(metrics):
+        node = metrics[metric]
+        if node is None:
+            continue
+        lacking = [field for field in getattr(get_class(node._target_), "batch_fields", ()) if field not in batch]
+        if lacking:
+            log.info("metric %s left out: the test batches of %s carry no %s", metric, name, ", ".join(lacking))
+            del config.model.metrics[metric]
+
+
+def evaluation_datamodule(config: DictConfig, checkpoint: dict, cfg: DictConfig) -> L.LightningDataModule:
+    """The data module ``config`` describes, with the checkpoint's tokenizers; for another data config it is set
+    up here, and the metrics its batches cannot feed are left out of ``config`` before the model is built."""
+    datamodule = build_datamodule(config, tokenizer_states=datamodule_state(checkpoint))
+    if cfg.get("data") is None:
+        return datamodule
+    datamodule.setup("test")
+    name = data_name(cfg)
+    if not len(datamodule.datasets["test"]):
+        raise ConfigError(f"the test split of {name} holds no examples: check its data.source settings")
+    leave_out_unfed_metrics(config, datamodule.example_batch(1, split="test"), name)
+    return datamodule
