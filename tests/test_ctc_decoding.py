@@ -250,7 +250,7 @@ def test_eval_and_predict_set_the_ctc_weight_of_the_checkpoints_search():
 
 
 # -- the model: joint test search and the CTC-only metric -----------------------------------------------------------
-def tiny_recognizer(ctc_weight: float, test_search) -> tuple[Seq2Seq, dict]:
+def tiny_recognizer(ctc_weight: float, test_search, **options) -> tuple[Seq2Seq, dict]:
     tokenizer = CharTokenizer()
     tokenizer.fit(["abc cab"])
     torch.manual_seed(0)
@@ -258,7 +258,7 @@ def tiny_recognizer(ctc_weight: float, test_search) -> tuple[Seq2Seq, dict]:
                                embedding_dim=8, hidden_size=12, dropout=0.0)
     model = Seq2Seq(FrameEncoder(), decoder_, {"target": tokenizer}, optimizer=torch.optim.Adam,
                     val_search=GreedySearch(max_len_a=0.5, max_len_b=2), test_search=test_search,
-                    metrics={"cer": CharErrorRate()}, ctc_weight=ctc_weight)
+                    metrics={"cer": CharErrorRate()}, ctc_weight=ctc_weight, **options)
     references = ["abc", "ca"]
     tgt = torch.zeros(2, 5, dtype=torch.long)
     for row, text in enumerate(references):

@@ -57,7 +57,8 @@ def build_model(cfg: DictConfig, datamodule: L.LightningDataModule) -> Seq2Seq:
         memory_dim=encoder.output_dim,
         attention=instantiate(cfg.attention),
     )
-    model = instantiate(model_config(cfg), encoder=encoder, decoder=decoder, tokenizers=tokenizers)
+    model = instantiate(model_config(cfg), encoder=encoder, decoder=decoder, tokenizers=tokenizers,
+                        corpora=getattr(datamodule, "corpora", []))
     # set after instantiation: Hydra would try to instantiate the _target_ entries inside it
     model.run_config = OmegaConf.to_container(cfg, resolve=True)
     return model

@@ -48,7 +48,8 @@ class Seq2Seq(L.LightningModule):
     The loss terms and how they add up are ``attend.objective``: with ``ctc_weight`` lambda > 0 the objective
     is (1 - lambda) * attention loss + lambda * CTC loss of the encoder output; ``loss_normalization``
     (tokens, sentences) divides the summed cross-entropy by the batch's target tokens or by its sentences.
-    ``init`` (xavier, pytorch) initialises the parameters (``attend.init.initialize``; a pretrained backbone
+    ``corpora`` (the data module's, when a split holds several: ``attend.data.Corpora``): each text score is also
+    logged per corpus, {stage}/{name}/{corpus}. ``init`` (xavier, pytorch) initialises the parameters (``attend.init.initialize``; a pretrained backbone
     keeps its weights). ``compile_parts`` (e.g. ["encoder"]) are compiled with
     ``torch.compile(**compile_options)``. A training step whose loss is NaN or inf is skipped (no backward, no
     update; counted in ``train/nonfinite_skipped``); ``max_nonfinite_steps`` in a row stop the run (0: no
@@ -74,6 +75,7 @@ class Seq2Seq(L.LightningModule):
         max_nonfinite_steps: int = 5,
         init: Literal["xavier", "pytorch"] = "xavier",
         loss_normalization: Normalization = "tokens",
+        corpora: Sequence[str] = (),
     ) -> None:
         super().__init__()
         self.encoder = encoder
@@ -113,6 +115,14 @@ class Seq2Seq(L.LightningModule):
         self.ctc_metrics = nn.ModuleDict(
             {stage: metrics[self.headline_metric].clone() for stage in ("val", "test")} if scored else {}
         )
+        # several corpora in one split (attend.data.Corpora): each text score per corpus too, {stage}/{name}/{corpus}
+        text_scores = [name for name, metric in metrics.items() if getattr(metric, "headline", False)]
+        self.corpora = list(corpora) if len(corpora) > 1 else []
+        self.corpus_metrics = nn.ModuleDict({
+            stage: nn.ModuleDict({f"{name}/{corpus}": metrics[name].clone()
+                                  for name in text_scores for corpus in self.corpora})
+            for stage in ("val", "test")
+        })
 
     # -- model ----------------------------------------------------------------------------
     def encode(self, batch: dict):
@@ -206,6 +216,8 @@ class Seq2Seq(L.LightningModule):
         if self.ctc_metrics:
             self.ctc_metrics[stage].update(self.decode_ctc(batch))
             self.log(f"{stage}/{self.headline_metric}_ctc", self.ctc_metrics[stage], batch_size=batch_size)
+        if self.corpora:
+            self.update_corpus_metrics(stage, decoded, batch_size)
         if stage == "test":
             rows = zip(batch["ids"].tolist(), batch["sources"], decoded.references, decoded.hypotheses, strict=True)
             for index, source, reference, hypothesis in rows:
@@ -213,6 +225,14 @@ class Seq2Seq(L.LightningModule):
                     {"id": index, "source": source, "reference": reference, "hypothesis": hypothesis}
                 )
         return loss
+
+    def update_corpus_metrics(self, stage: str, decoded: Decoded, batch_size: int) -> None:
+        """Each text score on the rows of each corpus (the batch's ``corpus`` field), logged {stage}/{name}/{corpus}."""
+        corpus_of_row = decoded.batch["corpus"]
+        for key, metric in self.corpus_metrics[stage].items():
+            corpus = key.split("/", 1)[1]
+            metric.update(decoded.text_rows([row for row, name in enumerate(corpus_of_row) if name == corpus]))
+            self.log(f"{stage}/{key}", metric, batch_size=batch_size)
 
     def log_loss(self, stage: str, name: str, value: Tensor, batch_size: int, prog_bar: bool = False) -> None:
         """Training: this rank's running mean. Validation and test: the mean over every example (each once, the
