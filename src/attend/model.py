@@ -50,10 +50,10 @@ class Seq2Seq(L.LightningModule):
     (tokens, sentences) divides the summed cross-entropy by the batch's target tokens or by its sentences.
     ``corpora`` (the data module's, when a split holds several: ``attend.data.Corpora``): each text score is also
     logged per corpus, {stage}/{name}/{corpus}. ``init`` (xavier, pytorch) initialises the parameters
-    (``attend.init.initialize``; a pretrained backbone keeps its weights). ``compile_parts`` (e.g. ["encoder"])
-    are compiled with ``torch.compile(**compile_options)``. A training step whose loss is NaN or inf is skipped (no backward, no
-    update; counted in ``train/nonfinite_skipped``); ``max_nonfinite_steps`` in a row stop the run (0: no
-    check, which saves a host synchronisation per step).
+    (``attend.init.initialize``; a pretrained backbone keeps its weights). ``compile_parts`` (e.g. ["encoder"]) are
+    compiled with ``torch.compile(**compile_options)``. A training step whose loss is NaN or inf is skipped (no
+    backward, no update; counted in ``train/nonfinite_skipped``); ``max_nonfinite_steps`` in a row stop the run (0:
+    no check, which saves a host synchronisation per step).
     """
 
     def __init__(
