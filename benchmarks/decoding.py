@@ -11,12 +11,10 @@ from benchmarks.timing import Timer, to_device
 
 
 def decode(model: Seq2Seq, batch: dict, search: Callable) -> list[list[int]]:
-    """The best hypothesis (token ids) of every sentence of a batch."""
-    tok = model.target_tokenizer
+    """The best hypothesis (token ids) of every sentence of a batch (``Seq2Seq.decode``: a joint CTC/attention
+    search gets the CTC head's log-probabilities there)."""
     with torch.autocast(batch["src"].device.type, dtype=torch.bfloat16, enabled=batch["src"].is_cuda):
-        memory = model.encode(batch)
-        result = search(model.decoder, memory, bos_id=tok.bos_id, eos_id=tok.eos_id, pad_id=tok.pad_id)
-        return result.sequences()
+        return model.decode(batch, search).result.sequences()
 
 
 @torch.no_grad()

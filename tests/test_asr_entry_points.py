@@ -16,7 +16,7 @@ from tests.test_entry_points import pngs, run
 
 # a small espeak-ng corpus and model; short searches, since an untrained speller never stops by itself
 SMALL_ASR = [
-    "task=asr",
+    "experiment=espeak_numbers",
     "data.source.n_train=48",
     "data.source.n_val=4",
     "data.source.n_test=4",

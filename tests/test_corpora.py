@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import logging
 
+import pytest
+
 from attend.data import Corpora
 from attend.data.audio import JsonlManifest
 from attend.data.bad_samples import Skipped
@@ -57,3 +59,10 @@ def test_skipped_items_are_named_with_their_corpus(tmp_path):
 
     items = list(Corpora({"bad": OneBadLine()}).iter_split("train"))
     assert items == [Skipped("bad/f.txt:3", "empty line", "line 3 is empty")]
+
+
+def test_image_sources_cannot_be_chained_yet():
+    from attend.data import ImageModality
+
+    with pytest.raises(ValueError, match="gives no images"):
+        ImageModality(32).bind(Corpora({"a": object()}))

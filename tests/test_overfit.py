@@ -66,7 +66,7 @@ def test_captioner_overfits_a_few_shapes_images(tmp_path):
 def test_recognizer_overfits_a_few_utterances(tmp_path):
     cfg, model, batch, _ = overfit_one_batch(
         [
-            "task=asr", "data.source.n_train=32", "data.source.n_val=4", "data.source.n_test=4",
+            "experiment=espeak_numbers", "data.source.n_train=32", "data.source.n_val=4", "data.source.n_test=4",
             "data.modality.spec_augment=null", "encoder.dropout=0.0", "decoder.dropout=0.0",
             "model.label_smoothing=0.0",
             "encoder.hidden_size=64", "decoder.hidden_size=128", "decoder.embedding_dim=32",

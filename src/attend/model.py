@@ -14,7 +14,15 @@ from torchmetrics import MeanMetric, Metric
 from attend.attention import AttentionOutput
 from attend.init import initialize
 from attend.metrics import Decoded
-from attend.objective import LOSS_NAMES, Normalization, check_objective_options, combine, cross_entropy, ctc_loss
+from attend.objective import (
+    LOSS_NAMES,
+    Normalization,
+    check_objective_options,
+    combine,
+    cross_entropy,
+    ctc_loss,
+    guided_attention,
+)
 from attend.reinforce import Reinforce
 from attend.search import ctc_best_path
 
@@ -76,6 +84,8 @@ class Seq2Seq(L.LightningModule):
         init: Literal["xavier", "pytorch"] = "xavier",
         loss_normalization: Normalization = "tokens",
         corpora: Sequence[str] = (),
+        guided_attention: float = 0.0,
+        guided_attention_sigma: float = 0.4,
     ) -> None:
         super().__init__()
         self.encoder = encoder
@@ -90,6 +100,10 @@ class Seq2Seq(L.LightningModule):
         self.label_smoothing = label_smoothing
         self.loss_normalization = loss_normalization
         self.ctc_weight = ctc_weight
+        # the guided attention loss's weight and width (objective.guided_attention): a diagonal prior that keeps
+        # a speller's attention from settling on one end of the utterance when data is scarce
+        self.guided_attention = guided_attention
+        self.guided_attention_sigma = guided_attention_sigma
         # hybrid CTC/attention (Watanabe et al. 2017, ESPnet): a CTC output layer on the encoder, blank = pad id
         self.ctc_head = nn.Linear(encoder.output_dim, self.target_tokenizer.vocab_size) if ctc_weight > 0 else None
         # the REINFORCE term of hard attention; kept only when the decoder samples (no buffer otherwise)
@@ -175,6 +189,12 @@ class Seq2Seq(L.LightningModule):
         penalty = self.decoder.attention_penalty(attended.weights, target_mask, memory.mask)  # () or None
         if penalty is not None:
             losses["attention_penalty"] = penalty
+        if self.guided_attention > 0:
+            if memory.grid is not None:
+                raise ValueError("model.guided_attention is a diagonal prior for sequence sources (speech, text), "
+                                 "not for an image grid: set model.guided_attention=0")
+            losses["guided_attention"] = guided_attention(attended.weights, target_mask, memory.mask,
+                                                          self.guided_attention_sigma)
         if self.ctc_head is not None:
             losses["ctc"] = self.ctc_loss(memory, batch["tgt"])
         if attended.log_prob is not None and self.reinforce is not None:
@@ -189,7 +209,7 @@ class Seq2Seq(L.LightningModule):
 
     def objective(self, losses: dict[str, Tensor]) -> Tensor:
         """The training loss from its parts."""
-        return combine(losses, self.ctc_weight)
+        return combine(losses, self.ctc_weight, self.guided_attention)
 
     def teacher_forced_loss(self, batch: dict) -> Tensor:
         """The training objective of a batch."""

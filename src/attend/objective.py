@@ -11,7 +11,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 # what validation and test log of the objective: {stage}/{name}
-LOSS_NAMES = ("loss", "attention_penalty", "ctc", "reinforce")
+LOSS_NAMES = ("loss", "attention_penalty", "guided_attention", "ctc", "reinforce")
 Normalization = Literal["tokens", "sentences"]
 
 
@@ -56,10 +56,26 @@ def ctc_loss(frame_logits: Tensor, frame_lengths: Tensor, tgt: Tensor, pad_id: i
     )
 
 
-def combine(losses: dict[str, Tensor], ctc_weight: float) -> Tensor:
-    """The training loss from its parts: cross-entropy + attention penalty + REINFORCE term, mixed with the CTC
-    term when there is one, (1 - ctc_weight) * attention loss + ctc_weight * CTC (Watanabe et al. 2017)."""
+def guided_attention(weights: Tensor, target_mask: Tensor, source_mask: Tensor, sigma: float) -> Tensor:
+    """The guided attention loss (Tachibana et al. 2018, eq. 1; ESPnet's GuidedAttentionLoss): the attention
+    weights (B, T, S) that fall off the diagonal of each (target, source) pair, W_ts = 1 - exp(-(s/S - t/T)^2 /
+    (2 sigma^2)), averaged over the target steps. 0 for an alignment on the diagonal, near 1 for one stuck at an
+    end of the source; padding (target_mask (B, T), source_mask (B, S)) counts nothing."""
+    steps, frames = target_mask.sum(dim=1).clamp(min=1), source_mask.sum(dim=1).clamp(min=1)  # (B,), (B,)
+    t = torch.arange(weights.size(1), device=weights.device)[None, :, None] / steps[:, None, None]  # (B, T, 1)
+    s = torch.arange(weights.size(2), device=weights.device)[None, None, :] / frames[:, None, None]  # (B, 1, S)
+    off_diagonal = 1.0 - torch.exp(-((s - t) ** 2) / (2.0 * sigma**2))  # (B, T, S)
+    valid = target_mask[:, :, None] & source_mask[:, None, :]  # (B, T, S)
+    return (weights.float() * off_diagonal * valid).sum() / target_mask.sum().clamp(min=1)
+
+
+def combine(losses: dict[str, Tensor], ctc_weight: float, guided_weight: float = 0.0) -> Tensor:
+    """The training loss from its parts: cross-entropy + attention penalty + guided attention (times
+    ``guided_weight``) + REINFORCE term, mixed with the CTC term when there is one, (1 - ctc_weight) * attention
+    loss + ctc_weight * CTC (Watanabe et al. 2017)."""
     attention_loss = losses["cross_entropy"] + losses.get("attention_penalty", 0.0) + losses.get("reinforce", 0.0)
+    if "guided_attention" in losses:
+        attention_loss = attention_loss + guided_weight * losses["guided_attention"]
     if "ctc" not in losses:
         return attention_loss
     return (1.0 - ctc_weight) * attention_loss + ctc_weight * losses["ctc"]

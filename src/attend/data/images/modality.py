@@ -55,6 +55,12 @@ class ImageModality(Modality):
         self.extractor: FeatureExtractor | None = None
         self.features: dict[str, ExampleStore] = {}  # encoded store folder -> its feature store
 
+    def bind(self, source) -> None:
+        if not callable(getattr(source, "load_image", None)):  # attend.data.Corpora chains text and speech only
+            raise ValueError(f"data.source {type(source).__name__} gives no images (load_image): the image plug-in "
+                             "reads each image through its caption source; use one image source")
+        super().bind(source)
+
     @property
     def masked(self) -> bool:
         """Whether the source gives object masks (``load_mask(record)`` -> "L" image or None)."""
