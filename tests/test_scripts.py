@@ -115,3 +115,10 @@ def test_epoch_ablation_stops_each_variant_after_the_epochs_asked_for(tmp_path):
             validated = [row for row in csv.DictReader(f) if row.get("val/exact")]
         assert 2 <= len(validated) < 10
         assert not (tmp_path / name / "test_metrics.json").exists()
+
+
+def test_speed_perturbation_benchmark_prints_first_and_cached_starts():
+    small = ["experiment=espeak_numbers", "data.source.n_train=8", "data.source.n_val=2", "data.source.n_test=2"]
+    result = run("scripts/bench_speed_perturb.py", *small)
+    rows = [line.split() for line in result.stdout.splitlines()[1:] if line.strip()]
+    assert [row[0] for row in rows] == ["without", "speeds"] and all(float(row[-3]) > 0 for row in rows)
