@@ -24,7 +24,7 @@ from torch.utils.data import DataLoader
 from attend.data.bad_samples import BadSamples, Skipped
 from attend.data.bucketing import BucketBatchSampler
 from attend.data.collate import Collate
-from attend.data.corpora import Tagged
+from attend.data.corpora import Corpora, Tagged
 from attend.data.dataset import StoreDataset, training_examples
 from attend.data.modality import ColumnTexts, Modality
 from attend.data.splitting import SPLITS
@@ -138,11 +138,8 @@ class DataModule(L.LightningDataModule):
 
     @property
     def corpora(self) -> list[str]:
-        """The corpora of a ``Corpora`` source, in order (after ``setup``); [] for a single one."""
-        stores = [self.records[split] for split in SPLITS if split in self.records]
-        if not stores or "corpus" not in stores[0].column_names:
-            return []
-        return list(dict.fromkeys(name for store in stores for name in store.column("corpus").tolist()))
+        """The corpus names of a ``Corpora`` source, in order (known before ``setup``); [] for a single source."""
+        return list(self.source.sources) if isinstance(self.source, Corpora) else []
 
     def store_folder(self, kind: str, *key_parts: Any) -> Path:
         """Where the store of ``kind`` for these settings lives: keyed by the source's class and settings."""
