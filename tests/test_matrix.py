@@ -33,9 +33,9 @@ TASK_OVERRIDES = {
         "data.source.n_test=8", "data.loader.eval_batch_size=8", "encoder.channels=[8,16,16]", "encoder.output_dim=64",
     ],
     "asr": [
-        "experiment=espeak_numbers", "data.source.n_train=32", "data.source.n_val=4", "data.source.n_test=4",
+        "task=asr", "data.source.n_train=32", "data.source.n_val=4", "data.source.n_test=4",
         "data.loader.batch_size=8", "encoder.hidden_size=32", "model.val_search.max_len_a=0.2",
-        "model.test_search.max_len_a=0.2", "model.test_search.beam_size=2",
+        "model.test_search.max_len_a=0.2", "model.test_search.beam_size=2", "data=espeak_en",
     ],
 }
 # what every cell must have measured: the task's main metrics and the attention diagnostics
