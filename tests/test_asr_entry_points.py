@@ -78,3 +78,15 @@ def test_las_experiment_builds_the_papers_listener_and_speller():
     assert memory.values.shape == (2, 10, 512) and memory.mask.sum(1).tolist() == [10, 7]
     logits, attended = decoder(torch.randint(3, 30, (2, 6)), memory)
     assert logits.shape == (2, 6, 30) and attended.weights.shape == (2, 6, 10)
+
+
+def test_threads_sets_torchs_cpu_threads_for_the_run(tmp_path):
+    """task=asr trains on one thread (threads: 1); the option sets torch's threads for the run."""
+    cfg = resolve_paths(compose_train(["task=asr"]))
+    assert cfg.threads == 1 and compose_train(["task=mt"]).threads is None
+    script = ("import torch, attend.run.context as c; from tests.test_config import compose_train, resolve_paths; "
+              "cfg = resolve_paths(compose_train(['experiment=dates', 'threads=3', 'logger=csv', "
+              f"'hydra.run.dir={tmp_path}', 'paths.output_dir={tmp_path}']));\n"
+              "with c.run_context(cfg): print('threads', torch.get_num_threads())")
+    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert "threads 3" in done.stdout, done.stderr[-2000:]  # 3: not what the test process runs with
