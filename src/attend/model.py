@@ -154,11 +154,11 @@ class Seq2Seq(L.LightningModule):
         )
 
     @torch.no_grad()
-    def decode(self, batch: dict, search: Callable) -> Decoded:
+    def decode(self, batch: dict, search: Callable, memory=None) -> Decoded:
         """Decode a batch with ``search``: the batch, the search's result and its detokenised texts. A search with
         ``ctc_weight`` > 0 (joint CTC/attention beam search) also gets the CTC head's log-probabilities."""
         tok = self.target_tokenizer
-        memory = self.encode(batch)
+        memory = self.encode(batch) if memory is None else memory  # evaluation passes the one it encoded
         joint = getattr(search, "ctc_weight", 0.0) > 0 and self.ctc_head is not None
         extra = {"ctc_log_probs": self.ctc_log_probs(memory)} if joint else {}
         result = search(self.decoder, memory, bos_id=tok.bos_id, eos_id=tok.eos_id, pad_id=tok.pad_id, **extra)
@@ -169,10 +169,10 @@ class Seq2Seq(L.LightningModule):
         return torch.log_softmax(self.ctc_head(memory.values).float(), dim=-1)
 
     @torch.no_grad()
-    def decode_ctc(self, batch: dict) -> Decoded:
+    def decode_ctc(self, batch: dict, memory=None) -> Decoded:
         """Best-path CTC decoding of a batch, the CTC head alone: the batch and the texts (no search result)."""
         tok = self.target_tokenizer
-        memory = self.encode(batch)
+        memory = self.encode(batch) if memory is None else memory
         sequences = ctc_best_path(self.ctc_log_probs(memory), memory.lengths, tok.pad_id, (tok.bos_id, tok.eos_id))
         return Decoded(batch, None, [tok.decode(ids) for ids in sequences], tok)
 
@@ -229,12 +229,13 @@ class Seq2Seq(L.LightningModule):
             return loss
         search = self.val_search if stage == "val" else self.test_search
         metrics = self.val_metrics if stage == "val" else self.test_metrics
-        decoded = self.decode(batch, search)
+        memory = self.encode(batch)  # once, for the search and the CTC head's best path
+        decoded = self.decode(batch, search, memory)
         for name, metric in metrics.items():
             metric.update(decoded)
             self.log(f"{stage}/{name}", metric, prog_bar=name == self.headline_metric, batch_size=batch_size)
         if self.ctc_metrics:
-            self.ctc_metrics[stage].update(self.decode_ctc(batch))
+            self.ctc_metrics[stage].update(self.decode_ctc(batch, memory))
             self.log(f"{stage}/{self.headline_metric}_ctc", self.ctc_metrics[stage], batch_size=batch_size)
         if self.corpora:
             self.update_corpus_metrics(stage, decoded, batch_size)
