@@ -17,9 +17,8 @@ from PIL import Image
 from attend.data import CharTokenizer, DataModule, WordTokenizer
 from attend.data.audio import Utterance
 from attend.data.audio.features import LogMelFrontEnd
-from attend.data.datamodule import source_settings
 from attend.data.images import ImageCaption
-from attend.data.store import Shard, file_stamp, prepared_store
+from attend.data.store import Shard, file_stamp, prepared_store, source_settings
 from tests.data_modules import caption_datamodule as image_datamodule
 from tests.data_modules import speech_datamodule
 from tests.test_data_images import FileSource, stored_keys, stored_pixels

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 from attend.data.bad_samples import Skipped
+from attend.data.store import source_settings
 
 
 class Tagged(NamedTuple):
@@ -26,8 +27,6 @@ class Corpora:
 
     def settings(self) -> dict:
         """Each source's class and settings (with the stamps of the files they name), by corpus."""
-        from attend.data.datamodule import source_settings  # the data module imports the sources' modules
-
         return {name: [type(source).__name__, source_settings(source)] for name, source in self.sources.items()}
 
     def iter_split(self, split: str):

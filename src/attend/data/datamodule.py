@@ -28,7 +28,7 @@ from attend.data.corpora import Corpora, Tagged
 from attend.data.dataset import StoreDataset, training_examples
 from attend.data.modality import ColumnTexts, Modality
 from attend.data.splitting import SPLITS
-from attend.data.store import DamagedStoreError, ExampleStore, Shard, file_stamp, open_store, prepared_store
+from attend.data.store import DamagedStoreError, ExampleStore, Shard, open_store, prepared_store, source_settings
 from attend.data.store import store_folder as _store_folder
 from attend.data.tokenizers.tokenizer import Tokenizer, states_from_text, states_to_text, tokenizer_from_state
 from attend.data.unseen import caption_set, is_unseen
@@ -52,17 +52,6 @@ class Loader:
 def default_prepare_workers() -> int:
     """Processes that prepare data (``data.prepare_workers``, null: this): the CPU cores, at most 8."""
     return min(len(os.sched_getaffinity(0)), 8)
-
-
-def source_settings(source) -> Any:
-    """What a source's records depend on, for store keys: its ``settings()`` with the size and modification time
-    of every setting that names a file; a source without settings is hashed whole (read at every start)."""
-    if not hasattr(source, "settings"):
-        return hashlib.sha1(pickle.dumps(source.splits())).hexdigest()
-    settings = source.settings()
-    files = {key: file_stamp(value) for key, value in sorted(settings.items())
-             if isinstance(value, (str, os.PathLike)) and str(value) and os.path.isfile(value)}
-    return {**settings, "file stamps": files} if files else settings
 
 
 def tokenizer_key(tokenizer: Tokenizer, settings_only: bool = False) -> Any:

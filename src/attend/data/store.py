@@ -20,6 +20,7 @@ import json
 import logging
 import multiprocessing
 import os
+import pickle
 import shutil
 import tempfile
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -66,6 +67,17 @@ def file_stamp(path: str | os.PathLike | None) -> list[int] | None:
     except OSError:
         return None
     return [stat.st_size, stat.st_mtime_ns]
+
+
+def source_settings(source) -> Any:
+    """What a source's records depend on, for store keys: its ``settings()`` with the size and modification time
+    of every setting that names a file; a source without settings is hashed whole (read at every start)."""
+    if not hasattr(source, "settings"):
+        return hashlib.sha1(pickle.dumps(source.splits())).hexdigest()
+    settings = source.settings()
+    files = {key: file_stamp(value) for key, value in sorted(settings.items())
+             if isinstance(value, (str, os.PathLike)) and str(value) and os.path.isfile(value)}
+    return {**settings, "file stamps": files} if files else settings
 
 
 _TEMP_DIR: Path | None = None
