@@ -110,3 +110,22 @@ def test_missing_packages_and_unknown_languages_say_what_to_install(tmp_path, as
         AsteriskPrompts("de")
     with pytest.raises(SpeechDataError, match="leaves none to train on"):
         prompts(asterisk, n_val=5, n_test=4).splits()
+
+
+@pytest.mark.parametrize("mixed", ["asterisk_multilingual", "asterisk_espeak"])
+def test_the_mixed_configs_keep_data_asterisk_s_english_split(mixed):
+    """The English source inside a Corpora config has data=asterisk's settings, hence its records-store key and its
+    held-out prompts: the test figures of the mixed runs are on the same 60 utterances."""
+    from hydra.utils import instantiate
+
+    from tests.test_config import compose_train, resolve_paths
+
+    def english(overrides):
+        source = resolve_paths(compose_train(overrides)).data.source
+        if "sources" in source:
+            source = next(s for s in source.sources.values() if s.get("language") == "en")
+        return instantiate(source)
+
+    alone = english(["task=asr"])
+    inside = english(["task=asr", f"data={mixed}"])
+    assert isinstance(inside, AsteriskPrompts) and inside.settings() == alone.settings()
