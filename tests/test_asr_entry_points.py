@@ -6,10 +6,12 @@ import json
 import subprocess
 import sys
 
+import pytest
 import torch
 from hydra.utils import instantiate
 
 from attend.data.audio import EspeakSpeech
+from attend.run.config_checks import ConfigError, check_config
 from tests.conftest import ROOT
 from tests.test_config import compose_train, resolve_paths
 from tests.test_entry_points import pngs, run
@@ -90,3 +92,10 @@ def test_threads_sets_torchs_cpu_threads_for_the_run(tmp_path):
               "with c.run_context(cfg): print('threads', torch.get_num_threads())")
     done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert "threads 3" in done.stdout, done.stderr[-2000:]  # 3: not what the test process runs with
+
+
+@pytest.mark.parametrize("threads", [0, -2, "two"])
+def test_a_bad_threads_value_is_one_line_at_start_up(threads):
+    with pytest.raises(ConfigError, match="threads must be a whole number of CPU threads") as error:
+        check_config(resolve_paths(compose_train(["task=asr", f"threads={threads}"])))
+    assert "\n" not in str(error.value)

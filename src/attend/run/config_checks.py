@@ -43,6 +43,7 @@ def check_config(cfg: DictConfig) -> None:
         check_init_from(cfg)
     if cfg.get("average_checkpoints") is not None:
         check_average_checkpoints(cfg)
+    check_threads(cfg.get("threads"))
     errors = type_errors(cfg)
     if errors:
         raise ConfigError("config values of the wrong type: " + "; ".join(errors))
@@ -140,6 +141,13 @@ def check_modality(cfg: DictConfig) -> None:
 
 
 AVERAGE_SELECTS = ("best", "last")  # what average_checkpoints.select may be (null: off)
+
+
+def check_threads(threads) -> None:
+    """``threads``: null (PyTorch's default) or a whole number of CPU threads, 1 or more."""
+    if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
+        raise ConfigError(f"threads must be a whole number of CPU threads, 1 or more, not {threads!r}: set threads=1, "
+                          "or threads=null for PyTorch's default (one per core)")
 
 
 def check_average_checkpoints(cfg: DictConfig) -> None:

@@ -58,8 +58,8 @@ def run_context(cfg: DictConfig) -> Iterator[int | None]:
     configure_wandb(cfg, choices)
     configure_tensorboard(cfg, choices)  # its run folder named like the W&B run
     L.seed_everything(cfg.seed, workers=True)
-    if cfg.get("threads"):  # a model of many small steps (the speller) runs as fast on one thread, and a busy core
-        torch.set_num_threads(int(cfg.threads))  # then stalls no second thread at every parallel region
+    if cfg.get("threads") is not None:  # a model of many small steps (the speller) runs as fast on one thread,
+        torch.set_num_threads(int(cfg.threads))  # and a busy core then stalls no second thread at each parallel region
     with one_job_of_a_sweep(), device_slot(cfg) as slot:
         try:
             yield slot
