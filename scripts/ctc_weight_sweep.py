@@ -21,13 +21,22 @@ from attend.run.checkpoint import load_checkpoint, restore
 from attend.run.config_checks import ConfigError
 
 
-def scores(decoded_batches) -> tuple[float, float]:
-    """CER and WER over every batch, in %."""
-    cer, wer = CharErrorRate(), WordErrorRate()
-    for decoded in decoded_batches:
-        cer.update(decoded)
-        wer.update(decoded)
-    return 100 * float(cer.compute()), 100 * float(wer.compute())
+class Scores:
+    """CER and WER of one decoding over the batches, in %, and the seconds its decoding took."""
+
+    def __init__(self) -> None:
+        self.cer, self.wer, self.seconds = CharErrorRate(), WordErrorRate(), 0.0
+
+    def add(self, decode, *args) -> None:
+        start = time.perf_counter()
+        decoded = decode(*args)
+        self.seconds += time.perf_counter() - start
+        self.cer.update(decoded)
+        self.wer.update(decoded)
+
+    def row(self, name: str) -> str:
+        cer, wer = 100 * float(self.cer.compute()), 100 * float(self.wer.compute())
+        return f"{name:<24} {cer:>7.2f} {wer:>7.2f} {self.seconds:>8.1f}"
 
 
 def main() -> None:
@@ -43,18 +52,21 @@ def main() -> None:
         raise ConfigError(f"{args.ckpt_path} has no CTC head (trained with model.ctc_weight=0): nothing to sweep")
     datamodule.setup("test")
     loader = datamodule.val_dataloader() if args.split == "val" else datamodule.test_dataloader()
-    batches = list(loader)
-    print(f"{args.split} split, {sum(len(b['references']) for b in batches)} utterances", flush=True)
-    print(f"{'decoding':<24} {'CER %':>7} {'WER %':>7} {'seconds':>8}", flush=True)
-    start = time.perf_counter()
-    cer, wer = scores(model.decode_ctc(batch) for batch in batches)
-    print(f"{'CTC head alone':<24} {cer:>7.2f} {wer:>7.2f} {time.perf_counter() - start:>8.1f}", flush=True)
     beam = {"beam_size": args.beam_size} if args.beam_size is not None else {}
-    for weight in args.weights:
-        search = instantiate(config.model.test_search, ctc_weight=weight, **beam)
-        start = time.perf_counter()
-        cer, wer = scores(model.decode(batch, search) for batch in batches)
-        print(f"{f'ctc_weight {weight:g}':<24} {cer:>7.2f} {wer:>7.2f} {time.perf_counter() - start:>8.1f}", flush=True)
+    searches = {f"ctc_weight {w:g}": instantiate(config.model.test_search, ctc_weight=w, **beam) for w in args.weights}
+    ctc_alone, joint = Scores(), {name: Scores() for name in searches}
+    utterances = 0
+    for batch in loader:  # each batch encoded once, for every decoding of it
+        memory = model.encode(batch)
+        utterances += len(batch["references"])
+        ctc_alone.add(model.decode_ctc, batch, memory)
+        for name, search in searches.items():
+            joint[name].add(model.decode, batch, search, memory)
+    print(f"{args.split} split, {utterances} utterances")
+    print(f"{'decoding':<24} {'CER %':>7} {'WER %':>7} {'seconds':>8}")
+    print(ctc_alone.row("CTC head alone"))
+    for name, scores in joint.items():
+        print(scores.row(name))
 
 
 if __name__ == "__main__":
