@@ -4,7 +4,6 @@ sources, tokenizers apart; the memory-mapped example store, bucketing and bad-sa
 from attend.data.audio.features import LogMelFrontEnd, SpecAugment, Spectrogram
 from attend.data.audio.modality import AudioModality
 from attend.data.bucketing import BucketBatchSampler
-from attend.data.concatenated import Concatenation
 from attend.data.corpora import Corpora
 from attend.data.datamodule import DataModule
 from attend.data.images.modality import ImageModality
@@ -17,7 +16,7 @@ from attend.data.tokenizers.sentencepiece import SentencePieceTokenizer
 from attend.data.tokenizers.tokenizer import Tokenizer, tokenizer_from_state
 from attend.data.tokenizers.word import WordTokenizer
 
-__all__ = ["AudioModality", "BucketBatchSampler", "CharTokenizer", "Concatenation", "Corpora", "DataModule",
-           "DatePairs", "DingNotFoundError", "DingPairs", "ImageModality", "LogMelFrontEnd", "ParallelText",
-           "ParallelTextError", "SentencePieceTokenizer", "SpecAugment", "Spectrogram", "TextModality", "Tokenizer",
-           "WordTokenizer", "tokenizer_from_state"]
+__all__ = ["AudioModality", "BucketBatchSampler", "CharTokenizer", "Corpora", "DataModule", "DatePairs",
+           "DingNotFoundError", "DingPairs", "ImageModality", "LogMelFrontEnd", "ParallelText", "ParallelTextError",
+           "SentencePieceTokenizer", "SpecAugment", "Spectrogram", "TextModality", "Tokenizer", "WordTokenizer",
+           "tokenizer_from_state"]

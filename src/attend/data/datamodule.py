@@ -24,7 +24,6 @@ from torch.utils.data import DataLoader
 from attend.data.bad_samples import BadSamples, Skipped
 from attend.data.bucketing import BucketBatchSampler
 from attend.data.collate import Collate
-from attend.data.concatenated import ConcatenatedExamples, Concatenation
 from attend.data.corpora import Corpora, Tagged
 from attend.data.dataset import StoreDataset, training_examples
 from attend.data.modality import ColumnTexts, Modality
@@ -77,8 +76,7 @@ class DataModule(L.LightningDataModule):
     def __init__(self, source, modality: Modality, tokenizer: Tokenizer, loader: Loader | dict[str, Any] | None = None,
                  max_source_len: int | None = None, max_target_len: int | None = None, seed: int = 1234,
                  cache_dir: str | os.PathLike | None = None, on_error: str = "skip", max_skip_fraction: float = 0.1,
-                 prepare_workers: int | None = None, shard_size: int | None = None,
-                 concatenate: Concatenation | dict[str, Any] | None = None) -> None:
+                 prepare_workers: int | None = None, shard_size: int | None = None) -> None:
         super().__init__()
         self.source = source
         self.plugin = modality
@@ -92,14 +90,9 @@ class DataModule(L.LightningDataModule):
         self.bad_samples = BadSamples(on_error, max_skip_fraction)
         self.prepare_workers = default_prepare_workers() if prepare_workers is None else prepare_workers
         self.shard_size = shard_size
-        self.concatenation = concatenate if isinstance(concatenate, Concatenation) else Concatenation(
-            **dict(concatenate or {}))
-        if self.concatenation.fraction > 0 and modality.name != "audio":
-            raise ValueError(f"data.concatenate joins speech utterances, but this data set's examples are "
-                             f"{modality.unit}: set data.concatenate.fraction=0")
         self.records: dict[str, ExampleStore] = {}
         self.encoded: dict[str, ExampleStore] = {}
-        self.datasets: dict[str, StoreDataset | ConcatenatedExamples] = {}
+        self.datasets: dict[str, StoreDataset] = {}
         self.dropped = 0  # training examples the length filter left out
         self._splits: dict[str, Any] | None = None
         self._stamps: dict[Path, list | None] = {}  # records store -> its records' file stamps
@@ -125,22 +118,12 @@ class DataModule(L.LightningDataModule):
             examples = self._examples(split)
             self.datasets[split] = StoreDataset(self.records[split], self.encoded[split], examples, self.plugin,
                                                 train=split == "train")
-        if self.concatenation.fraction > 0:
-            self.datasets["train"] = self._concatenated(self.datasets["train"])
         log.info("%s: train %d, val %d, test %d examples; vocabulary %d", self.plugin.unit,
                  *(len(self.datasets[split]) for split in SPLITS), self.tokenizer.vocab_size)
         for split in SPLITS if self.corpora else ():
             counts = self.datasets[split].corpus_counts()
             log.info("%s examples by corpus: %s", split, ", ".join(f"{name} {n}" for name, n in counts.items()))
         self.bad_samples.log_summary()
-
-    def _concatenated(self, train: StoreDataset) -> ConcatenatedExamples:
-        joined = ConcatenatedExamples(train, self.concatenation, self.tokenizer, self.seed, self.max_source_len,
-                                      self.max_target_len)
-        parts = [len(group) for group in joined.groups]
-        log.info("train: %d more examples of %.1f utterances back to back on average (data.concatenate); %d in all",
-                 len(parts), float(np.mean(parts)) if parts else 0.0, len(joined))
-        return joined
 
     @property
     def corpora(self) -> list[str]:

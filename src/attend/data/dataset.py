@@ -73,10 +73,7 @@ class StoreDataset(Dataset):
         names = self.records.column("corpus")[self.record_rows[self.examples[:, 0]]].tolist()
         return {name: names.count(name) for name in dict.fromkeys(names)}
 
-    def source_sizes(self) -> np.ndarray:
-        """Source size per example: tokens, feature frames or image grid cells, as the plug-in counts them."""
-        return self.encoded.column("source_size").astype(np.int64)[self.examples[:, 0]]
-
     def lengths(self) -> torch.Tensor:
         """Bucketing length per example: the longer of source size and target (with bos/eos)."""
-        return torch.from_numpy(np.maximum(self.source_sizes(), self.target_sizes + 2))
+        sources = self.encoded.column("source_size").astype(np.int64)[self.examples[:, 0]]
+        return torch.from_numpy(np.maximum(sources, self.target_sizes + 2))
