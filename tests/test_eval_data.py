@@ -46,8 +46,24 @@ def test_another_data_config_of_the_same_modality_is_decoded_and_scored(tmp_path
     references = (MULTI30K / "test.en").read_text(encoding="utf-8").splitlines()
     # every English reference letter is unk to the dates model's target tokenizer (digits and "-"): no crash
     assert [row.split("\t")[:2] for row in rows] == [list(pair) for pair in zip(sources, references, strict=True)]
-    # prepared under the cache dir eval.py was given, not under the one the checkpoint saved (/tmp/fx/...)
-    assert list((cache / "store").glob("encoded-*"))
+    # prepared under the cache dir eval.py was given, not under the one the checkpoint saved (/tmp/fx/...); the
+    # test split's examples alone are encoded (a large corpus's training set would be featurized for nothing)
+    assert len(list((cache / "store").glob("records-*"))) == 3
+    assert len(list((cache / "store").glob("encoded-*"))) == 1
+
+
+def test_a_data_module_set_up_for_some_splits_needs_fitted_tokenizers_and_known_names(tmp_path):
+    from attend.data import ParallelText, WordTokenizer
+    from tests.data_modules import text_datamodule
+
+    datamodule = text_datamodule(ParallelText(MULTI30K), WordTokenizer(), WordTokenizer(),
+                                 cache_dir=str(tmp_path / "cache"))
+    with pytest.raises(ValueError, match="splits are train, val, test; got dev"):
+        datamodule.only_splits("dev")
+    datamodule.only_splits("test", "val")
+    assert datamodule.splits == ("val", "test")
+    with pytest.raises(RuntimeError, match="nothing fits the tokenizers: load them from a checkpoint"):
+        datamodule.setup("test")
 
 
 def test_the_same_data_config_with_other_source_settings_keeps_its_own_metrics(tmp_path):

@@ -96,11 +96,23 @@ class DataModule(L.LightningDataModule):
         self.dropped = 0  # training examples the length filter left out
         self._splits: dict[str, Any] | None = None
         self._stamps: dict[Path, list | None] = {}  # records store -> its records' file stamps
+        # the splits whose examples are encoded and set up; evaluating a checkpoint on another data set needs only
+        # "test" (``only_splits``): the other data set's training features are never computed
+        self.splits: tuple[str, ...] = SPLITS
 
     @property
     def modality(self) -> str:
         """What the data gives the encoder: "text", "image" or "audio"."""
         return self.plugin.name
+
+    def only_splits(self, *splits: str) -> None:
+        """Encode and set up only these splits (before ``setup``). Without "train" nothing fits the tokenizers: they
+        must come from a checkpoint (``load_tokenizers``). Every records store is still written (text and file
+        names: a source is read whole anyway)."""
+        unknown = [split for split in splits if split not in SPLITS]
+        if unknown or not splits:
+            raise ValueError(f"splits are {', '.join(SPLITS)}; got {', '.join(splits) or 'none'}")
+        self.splits = tuple(split for split in SPLITS if split in splits)
 
     # stages ----------------------------------------------------------------------------------
     def prepare_data(self) -> None:
@@ -113,14 +125,14 @@ class DataModule(L.LightningDataModule):
             return
         self._open_stores()
         self.bad_samples = BadSamples(self.bad_samples.on_error, self.bad_samples.max_skip_fraction)
-        for split in SPLITS:
+        for split in self.splits:
             self._report_store_skips(split)
             examples = self._examples(split)
             self.datasets[split] = StoreDataset(self.records[split], self.encoded[split], examples, self.plugin,
                                                 train=split == "train")
-        log.info("%s: train %d, val %d, test %d examples; vocabulary %d", self.plugin.unit,
-                 *(len(self.datasets[split]) for split in SPLITS), self.tokenizer.vocab_size)
-        for split in SPLITS if self.corpora else ():
+        sizes = ", ".join(f"{split} {len(self.datasets[split])}" for split in self.splits)
+        log.info("%s: %s examples; vocabulary %d", self.plugin.unit, sizes, self.tokenizer.vocab_size)
+        for split in self.splits if self.corpora else ():
             counts = self.datasets[split].corpus_counts()
             log.info("%s examples by corpus: %s", split, ", ".join(f"{name} {n}" for name, n in counts.items()))
         self.bad_samples.log_summary()
@@ -139,10 +151,13 @@ class DataModule(L.LightningDataModule):
             return
         self.records = {split: self._records_store(split) for split in SPLITS}
         self._splits = None  # the source's records, read only to prepare the records stores: not kept
+        if "train" not in self.splits and not self._fitted():
+            raise RuntimeError(f"only the {', '.join(self.splits)} split(s) are set up, and nothing fits the "
+                               "tokenizers: load them from a checkpoint first (load_tokenizers)")
         tokenizers = self.tokenizers()
         key = [tokenizer_key(t) for t in tokenizers.values()]
         trained_key = [tokenizer_key(t, settings_only=True) for t in tokenizers.values()]
-        for split in SPLITS:  # train first: it fits the tokenizers the other splits are encoded with
+        for split in self.splits:  # train first: it fits the tokenizers the other splits are encoded with
             if trained_key != key and (store := self._store_trained_with_these_tokenizers(split, trained_key)):
                 self.encoded[split] = store  # evaluating a checkpoint: the stores its training prepared
             else:

@@ -140,6 +140,7 @@ def evaluation_datamodule(config: DictConfig, checkpoint: dict, cfg: DictConfig)
     datamodule = build_datamodule(config, tokenizer_states=datamodule_state(checkpoint))
     if cfg.get("data") is None:
         return datamodule
+    datamodule.only_splits("test")  # its training and validation examples are never encoded
     datamodule.setup("test")
     name = data_name(cfg)
     if not len(datamodule.datasets["test"]):
