@@ -12,10 +12,12 @@ import pytest
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf, open_dict
 
+from attend.data import ParallelText, WordTokenizer
 from attend.run.config_checks import ConfigError
 from attend.run.eval_data import moved, with_cache_dir, with_test_data
 from attend.run.evaluate import evaluate
 from tests.conftest import ROOT
+from tests.data_modules import text_datamodule
 
 # a tiny dates model (characters in, ISO dates out) from earlier code: tests/fixtures/old_checkpoints/README.md
 DATES = ROOT / "tests" / "fixtures" / "old_checkpoints" / "dates.ckpt"
@@ -53,9 +55,6 @@ def test_another_data_config_of_the_same_modality_is_decoded_and_scored(tmp_path
 
 
 def test_a_data_module_set_up_for_some_splits_needs_fitted_tokenizers_and_known_names(tmp_path):
-    from attend.data import ParallelText, WordTokenizer
-    from tests.data_modules import text_datamodule
-
     datamodule = text_datamodule(ParallelText(MULTI30K), WordTokenizer(), WordTokenizer(),
                                  cache_dir=str(tmp_path / "cache"))
     with pytest.raises(ValueError, match="splits are train, val, test; got dev"):

@@ -115,8 +115,12 @@ class BadSamples:
         return out
 
     def log_summary(self) -> None:
-        """One line per split: how many samples were skipped and why."""
+        """One line per split looked at (a split a data module did not set up has none): how many samples were
+        skipped and why."""
+        looked_at = {split for split, _ in self.totals}
         for split, count in self.skipped.items():
+            if not count and split not in looked_at:
+                continue
             if count:
                 log.warning("data %s: skipped %d samples (%s)", split, count, self._reasons_text(split))
             else:
