@@ -8,11 +8,13 @@ import gzip
 import numpy as np
 import pytest
 import soundfile as sf
+from hydra.utils import instantiate
 
 from attend.data import LogMelFrontEnd
 from attend.data.audio import AsteriskPrompts, SpeechDataError
 from attend.data.audio.asterisk import spoken_text
 from attend.data.bad_samples import Skipped
+from tests.test_config import compose_train, resolve_paths
 from tests.test_data_audio import make_datamodule
 
 TRANSCRIPT = """\ufeff; Core Asterisk Sounds in English
@@ -116,10 +118,6 @@ def test_missing_packages_and_unknown_languages_say_what_to_install(tmp_path, as
 def test_the_mixed_configs_keep_data_asterisk_s_english_split(mixed):
     """The English source inside a Corpora config has data=asterisk's settings, hence its records-store key and its
     held-out prompts: the test figures of the mixed runs are on the same 60 utterances."""
-    from hydra.utils import instantiate
-
-    from tests.test_config import compose_train, resolve_paths
-
     def english(overrides):
         source = resolve_paths(compose_train(overrides)).data.source
         if "sources" in source:

@@ -48,9 +48,11 @@ class Skip:
 class BadSamples:
     """The ``data.on_error`` / ``data.max_skip_fraction`` policy: a stage of a split is ``begin``, ``skip`` of each
     bad sample (DataError with ``on_error="raise"``, else recorded and named in a warning), ``end`` (logs the count;
-    DataError when the share of the split lost so far exceeds ``max_skip_fraction``)."""
+    DataError when the share of the split lost so far exceeds ``max_skip_fraction``). ``splits``: those reported even
+    with nothing skipped (a data module's set-up splits)."""
 
-    def __init__(self, on_error: str = "skip", max_skip_fraction: float = 0.1) -> None:
+    def __init__(self, on_error: str = "skip", max_skip_fraction: float = 0.1,
+                 splits: tuple[str, ...] = SPLITS) -> None:
         if on_error not in ON_ERROR_CHOICES:
             raise ValueError(f"data.on_error must be one of {', '.join(ON_ERROR_CHOICES)}; got {on_error!r}")
         if isinstance(max_skip_fraction, bool) or not 0.0 <= float(max_skip_fraction) <= 1.0:
@@ -58,6 +60,7 @@ class BadSamples:
                              f"never stop); got {max_skip_fraction!r}")
         self.on_error = on_error
         self.max_skip_fraction = float(max_skip_fraction)
+        self.splits = splits
         self.skips: list[Skip] = []
         self.counts: Counter = Counter()  # (split, stage) -> skips: counted as they come, not by a scan each time
         self.totals: dict[tuple[str, str], tuple[int, str]] = {}  # (split, stage) -> (samples, unit)
@@ -92,8 +95,8 @@ class BadSamples:
 
     @property
     def skipped(self) -> dict[str, int]:
-        """Skipped samples per split: train, val, test (zero included) and any other split seen."""
-        splits = set(SPLITS) | {split for split, _ in self.totals} | {s.split for s in self.skips}
+        """Skipped samples per split: ``splits`` (zero included) and any other split seen."""
+        splits = set(self.splits) | {split for split, _ in self.totals} | {s.split for s in self.skips}
         counts = Counter(s.split for s in self.skips)
         return {split: counts.get(split, 0) for split in sorted(splits, key=_split_rank)}
 
@@ -115,12 +118,8 @@ class BadSamples:
         return out
 
     def log_summary(self) -> None:
-        """One line per split looked at (a split a data module did not set up has none): how many samples were
-        skipped and why."""
-        looked_at = {split for split, _ in self.totals}
+        """One line per split: how many samples were skipped and why."""
         for split, count in self.skipped.items():
-            if not count and split not in looked_at:
-                continue
             if count:
                 log.warning("data %s: skipped %d samples (%s)", split, count, self._reasons_text(split))
             else:

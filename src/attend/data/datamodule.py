@@ -124,7 +124,7 @@ class DataModule(L.LightningDataModule):
         if self.datasets:
             return
         self._open_stores()
-        self.bad_samples = BadSamples(self.bad_samples.on_error, self.bad_samples.max_skip_fraction)
+        self.bad_samples = BadSamples(self.bad_samples.on_error, self.bad_samples.max_skip_fraction, self.splits)
         for split in self.splits:
             self._report_store_skips(split)
             examples = self._examples(split)
