@@ -152,7 +152,7 @@ def test_each_task_picks_a_named_decoder_and_another_choice_replaces_it_whole():
     assert caption.hydra.runtime.choices.decoder == "show_attend_tell"
     assert caption.decoder.rnn_type == "lstm" and caption.decoder.context_gate  # built on decoder/bahdanau.yaml
     assert caption.decoder._target_ == "attend.decoders.BahdanauDecoder"
-    assert compose_train(["task=asr"]).decoder.embedding_dim == 64  # decoder/speller.yaml
+    assert compose_train(["task=asr"]).decoder.embedding_dim == 32  # decoder/speller.yaml
     luong = compose_train(["task=caption", "decoder=luong"]).decoder
     assert dict(luong) == dict(OmegaConf.load(CONF / "decoder" / "luong.yaml"))  # nothing of the caption decoder
     transformer = resolve_paths(compose_train(["task=caption", "decoder=transformer"]))
