@@ -15,8 +15,8 @@ def check_same_size(name: str, query_dim: int, value_dim: int) -> None:
         raise ValueError(
             f"attention={name} needs query_dim == value_dim, got query_dim={query_dim} "
             f"(decoder hidden size) and value_dim={value_dim} (encoder output size): "
-            "use attention=general (a learned W_a between the two sizes), or make the decoder "
-            "hidden size equal the encoder output size"
+            f"use attention=general (a learned W_a between the two sizes), or set decoder.hidden_size={value_dim} "
+            f"(decoder.d_model for the transformer decoder) to equal the encoder output size"
         )
 
 
