@@ -4,7 +4,9 @@ joint CTC/attention beam search at several CTC weights, and with the CTC head al
     .venv/bin/python scripts/ctc_weight_sweep.py outputs/asr/runs/<time>/checkpoints/best.ckpt
     .venv/bin/python scripts/ctc_weight_sweep.py CKPT --weights 0 0.3 0.5 0.7 --split test --beam-size 4
 
-The weight 0 row is the attention decoder alone. The checkpoint must have a CTC head (trained with
+The weight 0 row is the attention decoder alone in beam search; the greedy row is the attention decoder alone as
+validation decodes it (beam search without CTC and without a length penalty favours outputs that end early, so
+read both). The checkpoint must have a CTC head (trained with
 model.ctc_weight > 0). The data are prepared (or found) where the checkpoint's run prepared them.
 """
 
@@ -54,17 +56,20 @@ def main() -> None:
     loader = datamodule.val_dataloader() if args.split == "val" else datamodule.test_dataloader()
     beam = {"beam_size": args.beam_size} if args.beam_size is not None else {}
     searches = {f"ctc_weight {w:g}": instantiate(config.model.test_search, ctc_weight=w, **beam) for w in args.weights}
-    ctc_alone, joint = Scores(), {name: Scores() for name in searches}
+    greedy = instantiate(config.model.val_search)
+    ctc_alone, greedy_alone, joint = Scores(), Scores(), {name: Scores() for name in searches}
     utterances = 0
     for batch in loader:  # each batch encoded once, for every decoding of it
         memory = model.encode(batch)
         utterances += len(batch["references"])
         ctc_alone.add(model.decode_ctc, batch, memory)
+        greedy_alone.add(model.decode, batch, greedy, memory)
         for name, search in searches.items():
             joint[name].add(model.decode, batch, search, memory)
     print(f"{args.split} split, {utterances} utterances")
     print(f"{'decoding':<24} {'CER %':>7} {'WER %':>7} {'seconds':>8}")
     print(ctc_alone.row("CTC head alone"))
+    print(greedy_alone.row("attention alone, greedy"))
     for name, scores in joint.items():
         print(scores.row(name))
 

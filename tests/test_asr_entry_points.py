@@ -45,8 +45,8 @@ def test_asr_train_then_evaluate_and_transcribe_audio_files(tmp_path):
     assert len(runs) == 1 and pngs(runs[0] / "files" / "media" / "images")  # alignment plots reach W&B
 
     sweep = run("scripts/ctc_weight_sweep.py", str(best), "--weights", "0", "0.5", "--split", "test")
-    rows = [line.split()[0:2] for line in sweep.stdout.splitlines() if line.startswith(("CTC head", "ctc_weight"))]
-    assert rows == [["CTC", "head"], ["ctc_weight", "0"], ["ctc_weight", "0.5"]]
+    rows = [line.split()[0:2] for line in sweep.stdout.splitlines() if line.startswith(("CTC", "attention", "ctc_"))]
+    assert rows == [["CTC", "head"], ["attention", "alone,"], ["ctc_weight", "0"], ["ctc_weight", "0.5"]]
 
     result = run("eval.py", f"ckpt_path={best}", "num_plots=2", f"hydra.run.dir={eval_dir}")
     assert ASR_METRICS <= set(json.loads((eval_dir / "test_metrics.json").read_text()))
