@@ -56,13 +56,13 @@ def evaluate(cfg: DictConfig) -> dict:
     metrics = trainer.test(model, datamodule=datamodule, verbose=False)[0]
     metrics = {key: float(value) for key, value in metrics.items()}
     write_results(output_dir, metrics, model.test_predictions)
-    plots = AttentionPlots(
-        plot=instantiate(config.callbacks.attention_plots.plot),
-        output_dir=str(output_dir),
-        num_examples=cfg.num_plots,
-    )
-    folder = plots.draw(trainer, model, "test", split="test")
     print(json.dumps(metrics, indent=2))
     print(f"metrics:         {output_dir / 'test_metrics.json'}")
-    print(f"attention plots: {folder}")
+    if cfg.num_plots > 0:
+        plots = AttentionPlots(
+            plot=instantiate(config.callbacks.attention_plots.plot),
+            output_dir=str(output_dir),
+            num_examples=cfg.num_plots,
+        )
+        print(f"attention plots: {plots.draw(trainer, model, 'test', split='test')}")
     return metrics

@@ -1,0 +1,23 @@
+"""eval.py's attention plots: num_plots examples of the test split, none with num_plots=0."""
+
+from __future__ import annotations
+
+import json
+
+from attend.run.evaluate import evaluate
+from tests.test_eval_data import eval_config
+
+
+def test_num_plots_0_writes_the_metrics_and_no_plots(tmp_path, capsys):
+    cfg = eval_config(["num_plots=0", f"paths.cache_dir={tmp_path / 'cache'}"], tmp_path / "eval")
+    metrics = evaluate(cfg)
+    assert json.loads((tmp_path / "eval" / "test_metrics.json").read_text()) == metrics
+    assert not (tmp_path / "eval" / "attention").exists()
+    assert "attention plots" not in capsys.readouterr().out
+
+
+def test_num_plots_draws_that_many_test_examples(tmp_path, capsys):
+    evaluate(eval_config(["num_plots=2", f"paths.cache_dir={tmp_path / 'cache'}"], tmp_path / "eval"))
+    assert sorted(p.name for p in (tmp_path / "eval" / "attention" / "test").glob("*.png")) == [
+        "example_0.png", "example_1.png"]
+    assert "attention plots: " in capsys.readouterr().out
