@@ -119,6 +119,17 @@ def test_alignment_plot_puts_spectrogram_and_weights_on_one_time_axis(tmp_path):
     assert (tmp_path / "alignment.png").stat().st_size > 1000
 
 
+def test_a_long_output_keeps_the_alignment_panel_at_its_height_cap_and_labels_every_kth_token():
+    features = np.zeros((40, 1500), dtype=np.float32)  # 15 s
+    output = [chr(ord("a") + i % 26) for i in range(200)] + ["</s>"]
+    weights = np.full((201, 375), 1 / 375, dtype=np.float32)
+    fig = spectrogram_alignment(weights, Spectrogram(features, 0.01), output, max_panel_height=8.0)
+    labels = [label.get_text() for label in fig.axes[1].get_yticklabels()]
+    assert fig.get_size_inches()[1] == pytest.approx(1.6 + 8.0 + 1.0)  # spectrogram, capped panel, margins
+    assert labels == output[::5]  # 201 rows of 0.16 in would be 32 in: every 5th label fits 8 in
+    close_figure(fig)
+
+
 def test_monotone_alignment_counts_steps_that_do_not_go_back():
     from attend.metrics import MonotoneAlignment
     from attend.search import SearchResult

@@ -98,18 +98,24 @@ def _word_maps(axes, image: np.ndarray, maps: np.ndarray, output: list[str]) -> 
 
 
 def spectrogram_alignment(
-    weights: np.ndarray, source: Spectrogram, output: list[str], title: str = "", row_height: float = 0.16
+    weights: np.ndarray, source: Spectrogram, output: list[str], title: str = "", row_height: float = 0.16,
+    max_panel_height: float = 8.0,
 ) -> Figure:
     """The log-mel spectrogram above the alignment of output tokens (rows) x encoder frames, on one time axis.
 
     weights (T, S) cover the S valid encoder frames, which span the whole utterance (each frame
     stands for the subsampling factor's worth of feature frames), so both panels share seconds on x.
     Weights (H, T, S) of several heads give one alignment panel per head under the spectrogram.
+    A panel is ``row_height`` inches a token up to ``max_panel_height``; past that the rows get thinner and only
+    every k-th token is labelled (a 200-character utterance would otherwise be a 3,000-pixel-tall PNG, slow to
+    draw every validation epoch and unreadable on a dashboard).
     """
     heads = _heads(weights)[:, : len(output)]  # (H, T, S)
     seconds = source.seconds
     width = float(np.clip(2.0 + 2.5 * seconds, 6.0, 24.0))
-    heights = [1.6] + [max(1.2, row_height * len(output))] * len(heads)
+    panel = float(np.clip(row_height * len(output), 1.2, max_panel_height))
+    label_every = max(1, int(np.ceil(len(output) * row_height / panel)))
+    heights = [1.6] + [panel] * len(heads)
     fig, axes = plt.subplots(
         1 + len(heads), 1, sharex=True, figsize=(width, sum(heights) + 1.0), dpi=100,
         gridspec_kw={"height_ratios": heights}, layout="constrained",
@@ -125,7 +131,7 @@ def spectrogram_alignment(
             head, cmap="viridis", vmin=0.0, vmax=1.0, aspect="auto", interpolation="nearest",
             extent=(0.0, seconds, len(output) - 0.5, -0.5),
         )
-        ax.set_yticks(range(len(output)), labels=output, fontsize=7)
+        ax.set_yticks(range(0, len(output), label_every), labels=output[::label_every], fontsize=7)
         ax.set_ylabel("output" if len(heads) == 1 else f"head {h + 1}")
     axes[-1].set_xlabel("time (s)")
     fig.colorbar(image, ax=list(axes), fraction=0.03, pad=0.01)
