@@ -82,6 +82,19 @@ def test_two_ranks_get_disjoint_batches_and_equal_counts() -> None:
     assert len(dropped[0]) == len(dropped[1]) and not set(flat(dropped[0])) & set(flat(dropped[1]))
 
 
+def test_the_ranks_of_a_training_step_get_batches_of_neighbouring_lengths() -> None:
+    """DDP waits for the slowest rank each step: one step's batches come from one stretch of the sorted lengths."""
+    lengths = list(range(64))
+    random.Random(5).shuffle(lengths)
+    ranks = [list(BucketBatchSampler(lengths, 4, seed=6, num_replicas=2, rank=r, chunk_batches=16)) for r in (0, 1)]
+    steps = [sorted(lengths[i] for i in first + second) for first, second in zip(*ranks, strict=True)]
+    assert all(step == list(range(step[0], step[0] + 8)) and step[0] % 8 == 0 for step in steps)
+    assert [step[0] for step in steps] != sorted(step[0] for step in steps)  # the steps are still shuffled
+    # a partial last step (5 batches on 2 ranks) stays at the end, where padding completes it
+    odd = [list(BucketBatchSampler(list(range(20)), 4, seed=6, num_replicas=2, rank=r)) for r in (0, 1)]
+    assert len(odd[0]) == len(odd[1]) == 3 and odd[0][-1] == [16, 17, 18, 19]
+
+
 def test_lightning_injected_sampler_and_set_epoch() -> None:
     dataset = list(range(len(LENGTHS)))
     with _replace_dunder_methods(DataLoader, "dataset"), _replace_dunder_methods(BatchSampler):

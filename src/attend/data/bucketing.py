@@ -35,7 +35,8 @@ class BucketBatchSampler(BatchSampler):
     example goes alone) a batch; without ``shuffle`` (val/test) all sorted by length. ``drop_last`` drops batches of
     fewer than ``batch_size`` examples (without ``max_tokens``).
 
-    Each of ``num_replicas`` ranks (default: from ``torch.distributed``) gets every ``num_replicas``-th batch.
+    Each of ``num_replicas`` ranks (default: from ``torch.distributed``) gets every ``num_replicas``-th batch; in
+    training the batches of one step are neighbours in length, so the ranks finish their steps together.
     Training gives every rank as many batches (DDP needs it): some repeated, or with ``drop_last`` the surplus
     dropped. Evaluation scores every example once, halving the largest batches until every rank has one (an empty
     rank would leave the others waiting at the metrics' sync). An injected ``DistributedSampler`` (``sampler``) is
@@ -108,8 +109,13 @@ class BucketBatchSampler(BatchSampler):
         batches: list[list[int]] = []
         for chunk in order.split(self.batch_size * self.chunk_batches):
             batches += self._pack(chunk[torch.argsort(self.lengths[chunk], stable=True)])
-        permutation = torch.randperm(len(batches), generator=generator).tolist()
-        return [batches[i] for i in permutation]
+        # shuffled in steps of num_replicas neighbouring batches (similar lengths, from one sorted chunk), so the
+        # ranks of a DDP step get batches of similar length and none waits long for the others at the all-reduce
+        replicas = self.num_replicas
+        steps = [batches[i : i + replicas] for i in range(0, len(batches), replicas)]
+        whole = len(batches) // replicas  # a last, partial step stays last: it would shift every rank after it
+        permutation = torch.randperm(whole, generator=generator).tolist() + list(range(whole, len(steps)))
+        return [batch for i in permutation for batch in steps[i]]
 
     def _pack(self, order: torch.Tensor) -> list[list[int]]:
         """Cut length-sorted indices into batches."""
