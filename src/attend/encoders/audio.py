@@ -77,7 +77,7 @@ class AudioEncoder(nn.Module):
         input_dim: int,
         hidden_size: int = 128,
         num_layers: int = 2,
-        rnn_type: str = "lstm",
+        rnn_type: str = "gru",
         subsample_layers: int = 2,
         conv_channels: int = 32,
         pyramid_layers: int = 0,
