@@ -229,7 +229,7 @@ def test_best_path_collapses_repeats_drops_blanks_and_reads_only_real_frames():
 # -- configuration -------------------------------------------------------------------------------------------------
 def test_joint_decoding_without_a_ctc_head_is_refused_at_start_up():
     cfg = resolve_paths(compose_train(["task=asr", "model.ctc_weight=0"]))
-    with pytest.raises(ConfigError, match=r"decoding.ctc_weight=0.5 .*model.ctc_weight=0 .*decoding.ctc_weight=0"):
+    with pytest.raises(ConfigError, match=r"decoding.ctc_weight=0.3 .*model.ctc_weight=0 .*decoding.ctc_weight=0"):
         check_config(cfg)
     for fine in (["search=greedy"], ["decoding.ctc_weight=0"]):  # greedy search reads no CTC head
         check_config(resolve_paths(compose_train(["task=asr", "model.ctc_weight=0", *fine])))
@@ -238,7 +238,8 @@ def test_joint_decoding_without_a_ctc_head_is_refused_at_start_up():
     with pytest.raises(ConfigError, match=r"decoding.ctc_weight is a mixing weight in \[0, 1\], got 1.5"):
         check_config(resolve_paths(compose_train(["task=asr", "decoding.ctc_weight=1.5"])))
     beam = resolve_paths(compose_train(["task=asr"])).model.test_search
-    assert beam.ctc_weight == 0.5 and resolve_paths(compose_train(["task=mt"])).model.test_search.ctc_weight == 0.0
+    assert (beam.ctc_weight, beam.beam_size) == (0.3, 10)
+    assert resolve_paths(compose_train(["task=mt"])).model.test_search.ctc_weight == 0.0
 
 
 def test_eval_and_predict_set_the_ctc_weight_of_the_checkpoints_search():
