@@ -93,6 +93,9 @@ def test_the_ranks_of_a_training_step_get_batches_of_neighbouring_lengths() -> N
     # a partial last step (5 batches on 2 ranks) stays at the end, where padding completes it
     odd = [list(BucketBatchSampler(list(range(20)), 4, seed=6, num_replicas=2, rank=r)) for r in (0, 1)]
     assert len(odd[0]) == len(odd[1]) == 3 and odd[0][-1] == [16, 17, 18, 19]
+    # one process accumulating two batches a step takes the ranks' batches in the same order, two at a time
+    accumulating = list(BucketBatchSampler(lengths, 4, seed=6, chunk_batches=16, accumulation=2))
+    assert accumulating == [batch for step in zip(*ranks, strict=True) for batch in step]
 
 
 def test_lightning_injected_sampler_and_set_epoch() -> None:

@@ -35,8 +35,10 @@ class BucketBatchSampler(BatchSampler):
     example goes alone) a batch; without ``shuffle`` (val/test) all sorted by length. ``drop_last`` drops batches of
     fewer than ``batch_size`` examples (without ``max_tokens``).
 
-    Each of ``num_replicas`` ranks (default: from ``torch.distributed``) gets every ``num_replicas``-th batch; in
-    training the batches of one step are neighbours in length, so the ranks finish their steps together.
+    Each of ``num_replicas`` ranks (default: from ``torch.distributed``) gets every ``num_replicas``-th batch. In
+    training the batches of one optimizer step (``num_replicas`` x ``accumulation``, Lightning's
+    accumulate_grad_batches) are neighbours in length, so the ranks finish their steps together, and one process
+    accumulating over as many batches trains on the same batches in the same order as the ranks together.
     Training gives every rank as many batches (DDP needs it): some repeated, or with ``drop_last`` the surplus
     dropped. Evaluation scores every example once, halving the largest batches until every rank has one (an empty
     rank would leave the others waiting at the metrics' sync). An injected ``DistributedSampler`` (``sampler``) is
@@ -45,7 +47,8 @@ class BucketBatchSampler(BatchSampler):
 
     def __init__(self, lengths: Sequence[int] | torch.Tensor, batch_size: int, max_tokens: int | None = None,
                  shuffle: bool = True, seed: int = 0, drop_last: bool = False, num_replicas: int | None = None,
-                 rank: int | None = None, chunk_batches: int = 100, sampler: Sampler | None = None) -> None:
+                 rank: int | None = None, chunk_batches: int = 100, sampler: Sampler | None = None,
+                 accumulation: int = 1) -> None:
         if batch_size < 1:
             raise ValueError(f"batch_size must be positive, not {batch_size}")
         self.lengths = torch.as_tensor(lengths, dtype=torch.long).reshape(-1)
@@ -55,6 +58,7 @@ class BucketBatchSampler(BatchSampler):
         self.seed = seed
         self.drop_last = drop_last
         self.chunk_batches = chunk_batches
+        self.accumulation = accumulation
         self.sampler = sampler if sampler is not None else EpochCounter(len(self.lengths))
         # a DistributedSampler injected by Lightning knows the rank and world size
         self._num_replicas = num_replicas if num_replicas is not None else getattr(sampler, "num_replicas", None)
@@ -109,11 +113,11 @@ class BucketBatchSampler(BatchSampler):
         batches: list[list[int]] = []
         for chunk in order.split(self.batch_size * self.chunk_batches):
             batches += self._pack(chunk[torch.argsort(self.lengths[chunk], stable=True)])
-        # shuffled in steps of num_replicas neighbouring batches (similar lengths, from one sorted chunk), so the
-        # ranks of a DDP step get batches of similar length and none waits long for the others at the all-reduce
-        replicas = self.num_replicas
-        steps = [batches[i : i + replicas] for i in range(0, len(batches), replicas)]
-        whole = len(batches) // replicas  # a last, partial step stays last: it would shift every rank after it
+        # shuffled in optimizer steps of neighbouring batches (similar lengths, from one sorted chunk), so the ranks
+        # of a DDP step get batches of similar length and none waits long for the others at the all-reduce
+        per_step = self.num_replicas * self.accumulation
+        steps = [batches[i : i + per_step] for i in range(0, len(batches), per_step)]
+        whole = len(batches) // per_step  # a last, partial step stays last: it would shift every rank after it
         permutation = torch.randperm(whole, generator=generator).tolist() + list(range(whole, len(steps)))
         return [batch for i in permutation for batch in steps[i]]
 

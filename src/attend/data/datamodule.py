@@ -325,8 +325,10 @@ class DataModule(L.LightningDataModule):
         if train and not options.bucket:
             return DataLoader(dataset, batch_size=options.batch_size, shuffle=True, **common)
         batch_size = options.batch_size if train else options.eval_batch_size or options.batch_size
+        accumulation = getattr(self.trainer, "accumulate_grad_batches", 1) if train else 1
         sampler = BucketBatchSampler(dataset.lengths(), batch_size=batch_size,
-                                     max_tokens=options.max_tokens if train else None, shuffle=train, seed=self.seed)
+                                     max_tokens=options.max_tokens if train else None, shuffle=train, seed=self.seed,
+                                     accumulation=accumulation)
         return DataLoader(dataset, batch_sampler=sampler, **common)
 
     def train_dataloader(self) -> DataLoader:
