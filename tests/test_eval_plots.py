@@ -1,9 +1,11 @@
-"""eval.py's attention plots: num_plots examples of the test split, none with num_plots=0."""
+"""eval.py's attention plots: num_plots examples of the test split, none with num_plots=0 (the training callback's
+num_examples=0 alike)."""
 
 from __future__ import annotations
 
 import json
 
+from attend.callbacks import AttentionPlots
 from attend.run.evaluate import evaluate
 from tests.test_eval_data import eval_config
 
@@ -21,3 +23,9 @@ def test_num_plots_draws_that_many_test_examples(tmp_path, capsys):
     assert sorted(p.name for p in (tmp_path / "eval" / "attention" / "test").glob("*.png")) == [
         "example_0.png", "example_1.png"]
     assert "attention plots: " in capsys.readouterr().out
+
+
+def test_the_callback_with_no_examples_draws_nothing_and_reads_no_data(tmp_path):
+    plots = AttentionPlots(plot=print, output_dir=str(tmp_path), num_examples=0)
+    assert plots.draw(trainer=None, pl_module=None, name="epoch_000") is None  # no data module needed
+    assert not (tmp_path / "attention").exists()

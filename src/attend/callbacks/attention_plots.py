@@ -63,8 +63,11 @@ class AttentionPlots(L.Callback):
             log.warning("the attention plots failed at %d validation epochs (the first error is logged above)",
                         self.failures)
 
-    def draw(self, trainer: L.Trainer, pl_module: L.LightningModule, name: str, split: str = "val") -> Path:
-        """Plot the first examples of ``split`` into ``<output_dir>/attention/<name>``; returns that folder."""
+    def draw(self, trainer: L.Trainer, pl_module: L.LightningModule, name: str, split: str = "val") -> Path | None:
+        """Plot the first examples of ``split`` into ``<output_dir>/attention/<name>``; returns that folder (None,
+        and nothing drawn, with ``num_examples`` 0)."""
+        if self.num_examples < 1:
+            return None
         datamodule = trainer.datamodule
         batch = datamodule.example_batch(self.num_examples, split=split)
         folder = self.output_dir / "attention" / name

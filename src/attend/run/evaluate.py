@@ -58,11 +58,12 @@ def evaluate(cfg: DictConfig) -> dict:
     write_results(output_dir, metrics, model.test_predictions)
     print(json.dumps(metrics, indent=2))
     print(f"metrics:         {output_dir / 'test_metrics.json'}")
-    if cfg.num_plots > 0:
-        plots = AttentionPlots(
-            plot=instantiate(config.callbacks.attention_plots.plot),
-            output_dir=str(output_dir),
-            num_examples=cfg.num_plots,
-        )
-        print(f"attention plots: {plots.draw(trainer, model, 'test', split='test')}")
+    plots = AttentionPlots(
+        plot=instantiate(config.callbacks.attention_plots.plot),
+        output_dir=str(output_dir),
+        num_examples=cfg.num_plots,
+    )
+    folder = plots.draw(trainer, model, "test", split="test")
+    if folder is not None:
+        print(f"attention plots: {folder}")
     return metrics
