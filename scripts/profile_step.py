@@ -4,7 +4,7 @@
     .venv/bin/python scripts/profile_step.py decoder.input_feeding=true data.loader.batch_size=32
 
 Prints non-padding target tokens per second, milliseconds per step (forward, loss, backward,
-optimizer step; median over the timed steps) and the operators that take the most time.
+optimizer step; median and mean over the timed steps) and the operators that take the most time.
 Any train.py override applies. The step-time figures in docs/results.md were measured with it.
 """
 
@@ -27,6 +27,7 @@ from torch.profiler import profile
 
 from attend.builder import build_datamodule, build_model
 from attend.run.config_checks import ConfigError, check_config
+from attend.run.context import apply_threads
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -41,6 +42,7 @@ def main() -> None:
 
     cfg = load_config(args.overrides)
     L.seed_everything(cfg.seed, verbose=False)
+    apply_threads(cfg)  # as train.py runs: task=asr trains on one thread
     datamodule = build_datamodule(cfg)
     datamodule.prepare_data()
     datamodule.setup("fit")
@@ -64,7 +66,9 @@ def main() -> None:
         times.append(time.perf_counter() - start)
         tokens += int(batch["num_target_tokens"])
     print(f"threads {torch.get_num_threads()}  overrides {' '.join(args.overrides) or '(none)'}")
-    print(f"{tokens / sum(times):.0f} target tokens/s  {1000 * statistics.median(times):.1f} ms/step (median)")
+    # both: bucketed batches differ in length, and an epoch takes the mean times the steps, not the median
+    median, mean = 1000 * statistics.median(times), 1000 * statistics.mean(times)
+    print(f"{tokens / sum(times):.0f} target tokens/s  {median:.1f} ms/step (median), {mean:.1f} (mean)")
     if args.top:
         with profile() as profiler:
             for batch in batches[args.warmup :][:10]:

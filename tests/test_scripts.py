@@ -20,6 +20,13 @@ def test_profile_step_prints_throughput_and_the_top_operators():
     assert "Self CPU" in result.stdout  # the profiler's table
 
 
+def test_profile_step_runs_on_the_threads_the_config_sets():
+    # train.py sets PyTorch's threads from `threads` (task=asr: 1); the timings must be of the same setting
+    overrides = [o for o in TINY_DATES if not o.startswith("trainer.")] + ["threads=3"]
+    result = run("scripts/profile_step.py", *overrides, "--warmup", "1", "--steps", "2", "--top", "0")
+    assert result.stdout.startswith("threads 3 ") or "\nthreads 3 " in result.stdout, result.stdout
+
+
 def test_profile_step_cycles_a_split_shorter_than_the_steps_asked_for():
     overrides = [o for o in TINY_DATES if not o.startswith("trainer.")] + ["data.source.n_train=200"]
     result = run("scripts/profile_step.py", *overrides, "--warmup", "2", "--steps", "8", "--top", "0")

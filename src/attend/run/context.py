@@ -29,6 +29,13 @@ EXPECTED_STOPS = (
 )
 
 
+def apply_threads(cfg: DictConfig) -> None:
+    """PyTorch's CPU threads as ``threads`` says (null: its default, one per core). A model of many small steps
+    (the speller) runs as fast on one thread, and a busy core then stalls no second thread at each parallel region."""
+    if cfg.get("threads") is not None:
+        torch.set_num_threads(int(cfg.threads))
+
+
 def expected_stop(error: BaseException) -> bool:
     """Whether ``error`` is one of EXPECTED_STOPS (or a subclass of one)."""
     for name in EXPECTED_STOPS:
@@ -58,8 +65,7 @@ def run_context(cfg: DictConfig) -> Iterator[int | None]:
     configure_wandb(cfg, choices)
     configure_tensorboard(cfg, choices)  # its run folder named like the W&B run
     L.seed_everything(cfg.seed, workers=True)
-    if cfg.get("threads") is not None:  # a model of many small steps (the speller) runs as fast on one thread,
-        torch.set_num_threads(int(cfg.threads))  # and a busy core then stalls no second thread at each parallel region
+    apply_threads(cfg)
     with one_job_of_a_sweep(), device_slot(cfg) as slot:
         try:
             yield slot
