@@ -1,4 +1,4 @@
-"""Shared fixtures: small random encoders, decoders and memories."""
+"""Shared fixtures: small random encoders, decoders and memories; eval.py's config outside a Hydra run."""
 
 from __future__ import annotations
 
@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 import torch
+from hydra import compose, initialize_config_dir
+from omegaconf import open_dict
 
 from attend.attention import AdditiveAttention
 from attend.encoders import TextEncoder
@@ -54,3 +56,14 @@ SLOW_FILES_FIRST = (
 def pytest_collection_modifyitems(items: list) -> None:
     rank = {name: i for i, name in enumerate(SLOW_FILES_FIRST)}
     items.sort(key=lambda item: rank.get(item.path.name, len(SLOW_FILES_FIRST)))  # stable: files keep their order
+
+
+def eval_config(ckpt_path: Path, output_dir: Path, overrides: list[str] | tuple[str, ...] = ()):
+    """eval.yaml as eval.py composes it for ``ckpt_path`` on the CPU, its ${hydra:...} paths given outside a
+    Hydra run."""
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+        cfg = compose(config_name="eval", overrides=[f"ckpt_path={ckpt_path}", "accelerator=cpu", *overrides])
+    with open_dict(cfg):
+        cfg.paths.root_dir = str(ROOT)
+        cfg.paths.output_dir = str(output_dir)
+    return cfg

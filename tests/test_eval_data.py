@@ -6,17 +6,15 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
-from hydra import compose, initialize_config_dir
-from omegaconf import OmegaConf, open_dict
+from omegaconf import OmegaConf
 
 from attend.data import ParallelText, WordTokenizer
 from attend.run.config_checks import ConfigError
 from attend.run.eval_data import moved, with_cache_dir, with_test_data
 from attend.run.evaluate import evaluate
-from tests.conftest import ROOT
+from tests.conftest import ROOT, eval_config
 from tests.data_modules import text_datamodule
 
 # a tiny dates model (characters in, ISO dates out) from earlier code: tests/fixtures/old_checkpoints/README.md
@@ -24,20 +22,10 @@ DATES = ROOT / "tests" / "fixtures" / "old_checkpoints" / "dates.ckpt"
 MULTI30K = ROOT / "tests" / "fixtures" / "multi30k"  # five German -> English test sentences
 
 
-def eval_config(overrides: list[str], output_dir: Path):
-    """eval.yaml as eval.py composes it, its ${hydra:...} paths given outside a Hydra run."""
-    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
-        cfg = compose(config_name="eval", overrides=[f"ckpt_path={DATES}", "accelerator=cpu", *overrides])
-    with open_dict(cfg):
-        cfg.paths.root_dir = str(ROOT)
-        cfg.paths.output_dir = str(output_dir)
-    return cfg
-
-
 def test_another_data_config_of_the_same_modality_is_decoded_and_scored(tmp_path):
     cache = tmp_path / "cache"
-    cfg = eval_config(["data=parallel_text", f"data.source.root={MULTI30K}", f"paths.cache_dir={cache}"],
-                      tmp_path / "eval")
+    cfg = eval_config(DATES, tmp_path / "eval",
+                      ["data=parallel_text", f"data.source.root={MULTI30K}", f"paths.cache_dir={cache}"])
     metrics = evaluate(cfg)
     # the dates model's metrics, but not the alignment error: parallel text has no alignments to score against
     assert {"test/bleu", "test/chrf", "test/exact", "test/loss"} <= set(metrics)
@@ -66,8 +54,8 @@ def test_a_data_module_set_up_for_some_splits_needs_fitted_tokenizers_and_known_
 
 
 def test_the_same_data_config_with_other_source_settings_keeps_its_own_metrics(tmp_path):
-    cfg = eval_config(["data=dates", "data.source.n_train=100", "data.source.n_val=10", "data.source.n_test=12",
-                       f"paths.cache_dir={tmp_path / 'cache'}"], tmp_path / "eval")
+    cfg = eval_config(DATES, tmp_path / "eval", ["data=dates", "data.source.n_train=100", "data.source.n_val=10",
+                                                  "data.source.n_test=12", f"paths.cache_dir={tmp_path / 'cache'}"])
     metrics = evaluate(cfg)
     assert "test/alignment_error" in metrics  # dates batches carry alignments
     rows = (tmp_path / "eval" / "test_predictions.tsv").read_text(encoding="utf-8").splitlines()
@@ -96,7 +84,7 @@ def test_the_source_and_loader_are_the_data_configs_the_rest_and_its_interpolati
                  "loader": {"_target_": "attend.data.datamodule.Loader", "batch_size": 8, "num_workers": 1}},
         "model": {"metrics": {"cer": {"_target_": "attend.metrics.CharErrorRate"}}},
     })
-    cfg = eval_config(["data=espeak_en", "data.source.n_test=7", "data.loader.eval_batch_size=3"], tmp_path)
+    cfg = eval_config(DATES, tmp_path, ["data=espeak_en", "data.source.n_test=7", "data.loader.eval_batch_size=3"])
     data = with_test_data(config, cfg).data
     assert data.source._target_ == "attend.data.audio.EspeakSpeech" and data.source.n_test == 7
     assert data.source.seed == 7 and data.source.cache_dir == "/runs/cache"  # ${seed}, ${paths.cache_dir}
@@ -106,7 +94,7 @@ def test_the_source_and_loader_are_the_data_configs_the_rest_and_its_interpolati
 
 def test_a_data_config_value_left_unset_is_named_in_one_line(tmp_path):
     with pytest.raises(ConfigError, match=r"not set: data\.source\.image_root, data\.source\.path") as error:
-        evaluate(eval_config(["data=karpathy"], tmp_path))
+        evaluate(eval_config(DATES, tmp_path, ["data=karpathy"]))
     assert "\n" not in str(error.value)
 
 

@@ -10,7 +10,6 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from hydra import compose, initialize_config_dir
 
 from attend.decoders import LuongDecoder
 from attend.encoders import TextEncoder
@@ -18,7 +17,7 @@ from attend.model import Seq2Seq
 from attend.run.checkpoint import datamodule_state, load_checkpoint
 from attend.run.config_checks import ConfigError
 from attend.run.evaluate import evaluate
-from tests.conftest import ROOT, additive
+from tests.conftest import ROOT, additive, eval_config
 
 FIXTURES = ROOT / "tests" / "fixtures" / "old_checkpoints"  # how and why they were made: README.md there
 TEXT_STATE = {"src_tokenizer": {"kind": "char"}, "tgt_tokenizer": {"kind": "char"}}
@@ -33,15 +32,6 @@ def with_cache_dir(fixture: Path, cache_dir: Path, folder: Path) -> Path:
     path = folder / fixture.name
     torch.save(checkpoint, path)
     return path
-
-
-def eval_config(ckpt_path: Path, output_dir: Path):
-    """eval.yaml as eval.py composes it, its ${hydra:...} paths given outside a Hydra run."""
-    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
-        cfg = compose(config_name="eval", overrides=[f"ckpt_path={ckpt_path}", "accelerator=cpu"])
-    cfg.paths.root_dir = str(ROOT)
-    cfg.paths.output_dir = str(output_dir)
-    return cfg
 
 
 def assert_metrics_equal(evaluated: dict, expected: dict) -> None:
