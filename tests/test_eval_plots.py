@@ -7,11 +7,12 @@ import json
 
 from attend.callbacks import AttentionPlots
 from attend.run.evaluate import evaluate
-from tests.test_eval_data import eval_config
+from tests.conftest import eval_config
+from tests.test_eval_data import DATES
 
 
 def test_num_plots_0_writes_the_metrics_and_no_plots(tmp_path, capsys):
-    cfg = eval_config(["num_plots=0", f"paths.cache_dir={tmp_path / 'cache'}"], tmp_path / "eval")
+    cfg = eval_config(DATES, tmp_path / "eval", ["num_plots=0", f"paths.cache_dir={tmp_path / 'cache'}"])
     metrics = evaluate(cfg)
     assert json.loads((tmp_path / "eval" / "test_metrics.json").read_text()) == metrics
     assert not (tmp_path / "eval" / "attention").exists()
@@ -19,7 +20,7 @@ def test_num_plots_0_writes_the_metrics_and_no_plots(tmp_path, capsys):
 
 
 def test_num_plots_draws_that_many_test_examples(tmp_path, capsys):
-    evaluate(eval_config(["num_plots=2", f"paths.cache_dir={tmp_path / 'cache'}"], tmp_path / "eval"))
+    evaluate(eval_config(DATES, tmp_path / "eval", ["num_plots=2", f"paths.cache_dir={tmp_path / 'cache'}"]))
     assert sorted(p.name for p in (tmp_path / "eval" / "attention" / "test").glob("*.png")) == [
         "example_0.png", "example_1.png"]
     assert "attention plots: " in capsys.readouterr().out
