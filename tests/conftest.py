@@ -15,6 +15,8 @@ from attend.attention import AdditiveAttention
 from attend.encoders import TextEncoder
 
 ROOT = Path(__file__).resolve().parents[1]
+# a tiny dates model (characters in, ISO dates out) from earlier code: tests/fixtures/old_checkpoints/README.md
+DATES = ROOT / "tests" / "fixtures" / "old_checkpoints" / "dates.ckpt"
 os.environ.setdefault("WANDB_SILENT", "true")
 # make test runs the suite on two pytest-xdist workers (pyproject.toml): one thread per process, here and in
 # every train.py the tests start, so two trainings share the two cores instead of OpenMP threads spin-waiting

@@ -14,11 +14,9 @@ from attend.data import ParallelText, WordTokenizer
 from attend.run.config_checks import ConfigError
 from attend.run.eval_data import moved, with_cache_dir, with_test_data
 from attend.run.evaluate import evaluate
-from tests.conftest import ROOT, eval_config
+from tests.conftest import DATES, ROOT, eval_config
 from tests.data_modules import text_datamodule
 
-# a tiny dates model (characters in, ISO dates out) from earlier code: tests/fixtures/old_checkpoints/README.md
-DATES = ROOT / "tests" / "fixtures" / "old_checkpoints" / "dates.ckpt"
 MULTI30K = ROOT / "tests" / "fixtures" / "multi30k"  # five German -> English test sentences
 
 

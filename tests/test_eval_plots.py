@@ -7,8 +7,7 @@ import json
 
 from attend.callbacks import AttentionPlots
 from attend.run.evaluate import evaluate
-from tests.conftest import eval_config
-from tests.test_eval_data import DATES
+from tests.conftest import DATES, eval_config
 
 
 def test_num_plots_0_writes_the_metrics_and_no_plots(tmp_path, capsys):

@@ -18,12 +18,11 @@ from attend.model import Seq2Seq
 from attend.run.config_checks import ConfigError, check_config
 from attend.run.init_from import init_from, init_from_config
 from attend.run.user_errors import reported_as_messages
-from tests.conftest import ROOT, additive
+from tests.conftest import DATES, ROOT, additive
 from tests.test_config import compose_train, resolve_paths
 
 SOURCES = ["12 May 2001", "3/4/99"]
 TARGETS = ["2001-05-12", "1999-03-04"]
-FIXTURE = ROOT / "tests" / "fixtures" / "old_checkpoints" / "dates.ckpt"  # a dates run (README.md there)
 TOKEN_TENSORS = ("decoder.embedding.weight", "decoder.output_layer.weight", "decoder.output_layer.bias",
                  "ctc_head.weight", "ctc_head.bias")
 
@@ -180,12 +179,12 @@ def test_train_py_fine_tunes_from_a_checkpoint_and_says_what_it_loaded(tmp_path)
         "experiment=dates", "data.source.n_train=300", "data.source.n_val=16", "data.source.n_test=16",
         "encoder.embedding_dim=16", "encoder.hidden_size=32", "decoder.embedding_dim=16", "decoder.hidden_size=64",
         "trainer.max_epochs=1", "trainer.limit_train_batches=1", "trainer.limit_val_batches=1", "logger=csv",
-        "callbacks=no_checkpoints", "run_test=false", f"model.init_from={FIXTURE}", f"hydra.run.dir={tmp_path}",
+        "callbacks=no_checkpoints", "run_test=false", f"model.init_from={DATES}", f"hydra.run.dir={tmp_path}",
     ]
     result = subprocess.run([sys.executable, "train.py", *overrides], cwd=ROOT, capture_output=True, text=True,
                             timeout=300)
     output = result.stdout + result.stderr
     assert result.returncode == 0, output[-5000:]
-    (line,) = [line for line in output.splitlines() if f"init_from {FIXTURE}: " in line]
+    (line,) = [line for line in output.splitlines() if f"init_from {DATES}: " in line]
     assert "encoder 9/9 tensors (1 by shared tokens: " in line and ", decoder 14/14 (3 by shared tokens: " in line, line
     assert "not loaded" not in line, line
