@@ -71,6 +71,7 @@ def test_las_experiment_builds_the_papers_listener_and_speller():
     cfg = resolve_paths(compose_train(["experiment=las", "data.source.root=/nonexistent"]))
     encoder = instantiate(cfg.encoder, input_dim=cfg.data.modality.frontend.n_mels)
     assert encoder.time_reduction == 8 and encoder.output_dim == 512
+    assert isinstance(encoder.rnn, torch.nn.LSTM) and all(isinstance(rnn, torch.nn.LSTM) for rnn in encoder.pyramid)
     decoder = instantiate(
         cfg.decoder, vocab_size=30, pad_id=0, memory_dim=encoder.output_dim, attention=instantiate(cfg.attention)
     )
