@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import random
 from typing import TypeVar
 
@@ -25,9 +26,10 @@ def split_by_key(records: list[Keyed], n_val: int, n_test: int, seed: int, what:
     return {name: sorted(part, key=lambda r: r.key) for name, part in zip(SPLITS, (train, val, test), strict=True)}
 
 
-def _components(pairs: list[Pair]) -> list[list[int]]:
-    """Indices of pairs grouped so pairs sharing a source or a target text are together."""
-    parent = list(range(len(pairs)))
+def connected_groups(count: int, links) -> list[list[int]]:
+    """The indices 0..count-1 grouped so that each (i, j) of ``links`` is in one group (union-find), in order of
+    their first member."""
+    parent = list(range(count))
 
     def find(i: int) -> int:
         while parent[i] != i:
@@ -35,15 +37,38 @@ def _components(pairs: list[Pair]) -> list[list[int]]:
             i = parent[i]
         return i
 
-    first_seen: dict[tuple[int, str], int] = {}
-    for i, (src, tgt) in enumerate(pairs):
-        for key in ((0, src), (1, tgt)):
-            j = first_seen.setdefault(key, i)
-            parent[find(i)] = find(j)
+    for i, j in links:
+        parent[find(i)] = find(j)
     groups: dict[int, list[int]] = {}
-    for i in range(len(pairs)):
+    for i in range(count):
         groups.setdefault(find(i), []).append(i)
     return list(groups.values())
+
+
+def _components(pairs: list[Pair]) -> list[list[int]]:
+    """Indices of pairs grouped so pairs sharing a source or a target text are together."""
+    first_seen: dict[tuple[int, str], int] = {}
+    links = [(i, first_seen.setdefault(key, i)) for i, (src, tgt) in enumerate(pairs) for key in ((0, src), (1, tgt))]
+    return connected_groups(len(pairs), links)
+
+
+def near_duplicate_groups(texts: list[str], threshold: float = 0.8) -> list[list[int]]:
+    """Indices of ``texts`` grouped so that two texts at least ``threshold`` alike (difflib's ratio of matching
+    characters, 1.0 = equal) are in one group, and so are their near duplicates in turn: "the conference is now
+    locked" and "... unlocked" (0.98) share a split, so a test prompt is never one word away from a training one."""
+    order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+    links = []
+    for a, i in enumerate(order):
+        matcher = difflib.SequenceMatcher(None, autojunk=False)
+        matcher.set_seq2(texts[i])
+        for j in order[a + 1 :]:
+            if 2 * len(texts[i]) < threshold * (len(texts[i]) + len(texts[j])):
+                break  # longer texts cannot reach the threshold: ratio <= 2 * shorter / (both lengths)
+            matcher.set_seq1(texts[j])
+            if matcher.real_quick_ratio() >= threshold and matcher.quick_ratio() >= threshold \
+                    and matcher.ratio() >= threshold:
+                links.append((i, j))
+    return connected_groups(len(texts), links)
 
 
 def disjoint_split(pairs: list[Pair], n_val: int, n_test: int, seed: int) -> dict[str, list[Pair]]:

@@ -7,33 +7,32 @@ import gzip
 import logging
 import os
 import random
-import re
 from pathlib import Path
 
-from num2words import num2words
-
-from attend.data.audio.record import SpeechDataError, Utterance, audio_duration, normalize_transcript
+from attend.data.audio.record import AudioReadError, SpeechDataError, Utterance, audio_duration
+from attend.data.audio.spoken import is_only_notes, spoken_text
 from attend.data.bad_samples import Skipped
-from attend.data.splitting import SPLITS
+from attend.data.splitting import SPLITS, near_duplicate_groups
 
 log = logging.getLogger("attend.data")
 
 LANGUAGES = ("en", "fr", "es", "it", "ru")
 SOUNDS = "/usr/share/asterisk/sounds/{language}"
 TRANSCRIPTS = "/usr/share/doc/asterisk-core-sounds-{language}/core-sounds-{language}.txt.gz"
-BRACKETS = re.compile(r"\[[^\]]*\]")  # "[this is a simple beep tone]", "at [@]": not spoken
-NUMBER = re.compile(r"\d+(?:[.,]\d+)?")
+NEAR_DUPLICATE = 0.8  # texts at least this alike (difflib's ratio) share a split
 
 
 class AsteriskPrompts:
     """Every prompt of ``language`` with a transcript and a recording, split so that no val or test text occurs in
-    training: utterances with the same text stay in one split (exactly ``n_val`` / ``n_test`` where the groups allow).
+    training, nor one a word away: utterances whose texts are near duplicates stay in one split (exactly ``n_val`` /
+    ``n_test`` where the groups allow).
 
-    Transcript lines are ``name: text`` (``name`` a path under ``sounds`` without ``.wav``). A transcript that is
-    only a bracketed sound (``[ascending tones]``) and one whose recording is missing are counted skips of the
-    training split; numbers are written as the speaker says them (``press 5`` -> ``press five``). Prompts longer
-    than ``max_seconds`` (English has a 73 s demo announcement) are skipped too, from every split: an evaluation
-    batch padded to them would cost more than all the others."""
+    Transcript lines are ``name: text`` (``name`` a path under ``sounds`` without ``.wav``). Notes in ``[...]``,
+    ``(...)`` and ``<...>`` are not spoken: a transcript that is only notes (``[ascending tones]``, ``(5 seconds of
+    silence)``, ``<beep ascending>``) is a counted "not speech" skip of the training split, as are a missing or
+    unreadable recording; numbers are written as the speaker says them (``press 5`` -> ``press five``, ``1st`` ->
+    ``first``). Prompts longer than ``max_seconds`` (English has a 73 s demo announcement) are skipped too, from every
+    split: an evaluation batch padded to them would cost more than all the others."""
 
     def __init__(self, language: str = "en", sounds: str | os.PathLike | None = None,
                  transcripts: str | os.PathLike | None = None, n_val: int = 50, n_test: int = 60,
@@ -77,13 +76,15 @@ class AsteriskPrompts:
         utterances, skipped = [], []
         for name, text in read_transcripts(self.transcripts):
             wav = self.sounds / f"{name}.wav"
-            if not BRACKETS.sub("", text).strip():
-                skipped.append(Skipped(name, "not speech", f"{name}: {text!r} is a sound, not speech"))
+            if not text.strip():
+                skipped.append(Skipped(name, "empty transcript", f"{name}: the transcript is empty"))
+            elif is_only_notes(text):
+                skipped.append(Skipped(name, "not speech", f"{name}: {text!r} is a note (a tone, a silence), not "
+                                       "speech"))
             elif not wav.is_file():
                 skipped.append(Skipped(name, "no recording", f"{name}: no {wav} for the transcript {text!r}"))
-            elif self.max_seconds is not None and (seconds := audio_duration(wav)) > self.max_seconds:
-                skipped.append(Skipped(name, "over max_seconds", f"{name}: {seconds:.1f} s, over data.source."
-                                       f"max_seconds={self.max_seconds:g} (raise it to keep such prompts)"))
+            elif problem := self.duration_problem(name, wav):
+                skipped.append(problem)
             elif spoken := spoken_text(text, self.language):
                 utterances.append(Utterance(key=name, path=str(wav), text=spoken))
             else:
@@ -92,6 +93,19 @@ class AsteriskPrompts:
             log.info("Asterisk %r: %d prompts, %d transcript entries skipped (%s)", self.language, len(utterances),
                      len(skipped), ", ".join(sorted({s.reason for s in skipped})))
         return sorted(utterances, key=lambda u: u.key), skipped
+
+    def duration_problem(self, name: str, wav: Path) -> Skipped | None:
+        """The skip of a recording that cannot be read or is over ``max_seconds``; None when it can be used."""
+        if self.max_seconds is None:
+            return None  # the audio plug-in reads the file, and skips it if it cannot
+        try:
+            seconds = audio_duration(wav)
+        except AudioReadError as problem:
+            return Skipped(name, "corrupt audio", str(problem))
+        if seconds > self.max_seconds:
+            return Skipped(name, "over max_seconds", f"{name}: {seconds:.1f} s, over data.source.max_seconds="
+                           f"{self.max_seconds:g} (raise it to keep such prompts)")
+        return None
 
 
 def read_transcripts(path: Path) -> list[tuple[str, str]]:
@@ -108,31 +122,19 @@ def read_transcripts(path: Path) -> list[tuple[str, str]]:
     return entries
 
 
-def spoken_text(text: str, language: str) -> str:
-    """The transcript as spoken: bracketed notes dropped, numbers in words (``28.8`` -> twenty-eight point eight),
-    then ``normalize_transcript`` (lowercase, no punctuation)."""
-    text = BRACKETS.sub(" ", text)
-    text = NUMBER.sub(lambda m: f" {number_in_words(m.group(), language)} ", text)
-    return normalize_transcript(text)
-
-
-def number_in_words(number: str, language: str) -> str:
-    """A number as written in a transcript (``5``, ``28.8``, ``28,8``) in ``language``'s words."""
-    whole, _, fraction = number.replace(",", ".").partition(".")
-    return num2words(float(f"{whole}.{fraction}") if fraction else int(whole), lang=language)
-
-
 def split_by_text(utterances: list[Utterance], n_val: int, n_test: int, seed: int) -> dict[str, list[Utterance]]:
-    """Seeded split in which utterances sharing a text are in one split: test and val take whole groups of equal
-    texts, drawn at random, while they fit ``n_test`` / ``n_val``; the rest train. Each split sorted by key."""
-    groups: dict[str, list[Utterance]] = {}
+    """Seeded split in which utterances whose texts are equal or near duplicates (``NEAR_DUPLICATE``) are in one
+    split: test and val take whole groups, drawn at random, while they fit ``n_test`` / ``n_val``; the rest train.
+    Each split sorted by key."""
+    by_text: dict[str, list[Utterance]] = {}
     for utterance in utterances:
-        groups.setdefault(utterance.text, []).append(utterance)
-    order = sorted(groups)
-    random.Random(seed).shuffle(order)
+        by_text.setdefault(utterance.text, []).append(utterance)
+    texts = sorted(by_text)
+    groups = [[u for i in group for u in by_text[texts[i]]] for group in near_duplicate_groups(texts, NEAR_DUPLICATE)]
+    random.Random(seed).shuffle(groups)
     parts: dict[str, list[Utterance]] = {split: [] for split in SPLITS}
     wanted = {"test": n_test, "val": n_val}
-    for text in order:
-        split = next((s for s, n in wanted.items() if len(parts[s]) + len(groups[text]) <= n), "train")
-        parts[split].extend(groups[text])
+    for group in groups:
+        split = next((s for s, n in wanted.items() if len(parts[s]) + len(group) <= n), "train")
+        parts[split].extend(group)
     return {split: sorted(part, key=lambda u: u.key) for split, part in parts.items()}
