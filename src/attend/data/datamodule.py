@@ -163,7 +163,8 @@ class DataModule(L.LightningDataModule):
             else:
                 self.encoded[split] = self._encoded_store(split, key)
             if not self._fitted():
-                self.load_tokenizers(states_from_text(self.encoded[split].meta["tokenizers"]))
+                self.load_tokenizers(states_from_text(self.encoded[split].meta["tokenizers"],
+                                                      f"the example store {self.encoded[split].folder}"))
                 key = [tokenizer_key(t, settings_only=True) for t in self.tokenizers().values()]
             self.plugin.prepare_split(self.encoded[split], split, self)
 
@@ -247,7 +248,8 @@ class DataModule(L.LightningDataModule):
             store = open_store(self._encoded_folder(split, trained_key))
         except DamagedStoreError:
             return None
-        if store is None or states_from_text(store.meta["tokenizers"]) != self.state_dict():
+        if store is None or states_from_text(store.meta["tokenizers"], f"the example store {store.folder}") \
+                != self.state_dict():
             return None
         return store
 

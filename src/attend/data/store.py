@@ -34,7 +34,8 @@ import numpy as np
 import pyarrow as pa
 
 log = logging.getLogger("attend.data")
-FORMAT = 1  # bump when what a shard holds changes: older stores get a new key and are prepared again
+FORMAT = 2  # bump when what a store holds changes: older stores get a new key and are prepared again (2: tokenizer
+# states in the manifest as JSON, no longer a pickle)
 Skip = tuple[str, str, str]  # (key of the item, reason, problem): what a bad sample is reported with
 
 

@@ -22,7 +22,7 @@ from omegaconf import DictConfig
 from torch import Tensor
 
 from attend.run.checkpoint import load_checkpoint
-from attend.run.checkpoint_io import AtomicCheckpointIO
+from attend.run.checkpoint_io import AtomicCheckpointIO, UnreadableCheckpointError, read_checkpoint
 from attend.run.config_checks import ConfigError
 from attend.run.keep_for_averaging import AVERAGE_FOLDER, KeepForAveraging
 
@@ -76,9 +76,9 @@ def read_kept(folder: Path) -> list[tuple[Kept, dict]]:
     found = []
     for path in sorted(folder.glob("*.ckpt")) if folder.is_dir() else []:
         try:
-            checkpoint = torch.load(path, map_location="cpu", weights_only=False, mmap=True)
-        except Exception as error:  # a truncated or foreign file: say which and why
-            raise ConfigError(f"cannot read checkpoint {str(path)!r} to average it: {error}") from error
+            checkpoint = read_checkpoint(path, mmap=True)
+        except UnreadableCheckpointError as error:
+            raise ConfigError(f"cannot average {str(path)!r}: {error}") from error
         states = checkpoint.get("callbacks", {}) if isinstance(checkpoint, dict) else {}
         state = next((s for s in states.values() if isinstance(s, dict) and "average_select" in s), None)
         if state is None or "state_dict" not in checkpoint:

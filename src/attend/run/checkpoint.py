@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import torch
 from omegaconf import DictConfig, OmegaConf
 
 from attend.builder import build_datamodule, build_model
 from attend.data.options import upgrade
+from attend.run.checkpoint_io import UnreadableCheckpointError, read_checkpoint
 from attend.run.config_checks import ConfigError
 
 
@@ -20,9 +20,9 @@ def load_checkpoint(path: str | Path) -> dict:
             f"checkpoint {str(path)!r} does not exist: pass ckpt_path=outputs/<task>/runs/<time>/checkpoints/best.ckpt"
         )
     try:
-        checkpoint = torch.load(path, map_location="cpu", weights_only=False)
-    except Exception as error:  # a truncated or foreign file: say which and why
-        raise ConfigError(f"cannot read checkpoint {str(path)!r}: {error}") from error
+        checkpoint = read_checkpoint(path)
+    except UnreadableCheckpointError as error:
+        raise ConfigError(str(error)) from error
     if "attend" not in checkpoint:
         raise ConfigError(f"{str(path)!r} is not an Attend checkpoint (it has no saved run config)")
     datamodule_state(checkpoint, path)  # refused here, before anything is built

@@ -9,6 +9,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from attend.builder import build_datamodule, build_model, instantiate_all
 from attend.run.averaging import averaged_test_checkpoint, keep_for_averaging
+from attend.run.checkpoint_io import read_checkpoint
 from attend.run.context import run_context
 from attend.run.init_from import init_from_config
 from attend.run.summary import RunSummary
@@ -28,11 +29,14 @@ def train(cfg: DictConfig) -> float | None:
         summary = RunSummary(cfg.paths.output_dir, cfg.monitor.metric, tested=run_test, device_slot=device_slot)
         trainer = build_trainer(cfg, datamodule, summary)
         summary.start_clock()
-        trainer.fit(model, datamodule=datamodule, ckpt_path=cfg.get("ckpt_path"))
+        if cfg.get("ckpt_path"):
+            read_checkpoint(cfg.ckpt_path, mmap=True)  # a file that would run code is refused in one line, here
+        trainer.fit(model, datamodule=datamodule, ckpt_path=cfg.get("ckpt_path"), weights_only=True)
         if summary.interrupted:
             return None
         if run_test:
-            trainer.test(model, datamodule=datamodule, ckpt_path=tested_checkpoint(trainer, cfg), verbose=False)
+            trainer.test(model, datamodule=datamodule, ckpt_path=tested_checkpoint(trainer, cfg), verbose=False,
+                         weights_only=True)
         return summary.monitored
 
 

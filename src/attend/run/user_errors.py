@@ -9,11 +9,11 @@ from collections.abc import Iterator
 
 from attend.data.bad_samples import DataError
 from attend.model import NonFiniteLossError
-from attend.run.checkpoint_io import NonFiniteWeightsError
+from attend.run.checkpoint_io import NonFiniteWeightsError, UnreadableCheckpointError
 from attend.run.config_checks import ConfigError
 from attend.run.distributed import in_a_sweep
 
-USER_ERRORS = (ConfigError, DataError, NonFiniteLossError, NonFiniteWeightsError)
+USER_ERRORS = (ConfigError, DataError, NonFiniteLossError, NonFiniteWeightsError, UnreadableCheckpointError)
 
 
 @contextlib.contextmanager

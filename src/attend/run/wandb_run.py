@@ -15,11 +15,12 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import lightning as L
-import torch
 from hydra.core.hydra_config import HydraConfig
 from lightning.pytorch.loggers import WandbLogger
 from omegaconf import DictConfig, open_dict
 
+from attend.run.checkpoint_io import UnreadableCheckpointError, read_checkpoint
+from attend.run.config_checks import ConfigError
 from attend.run.distributed import in_a_sweep
 
 log = logging.getLogger(__name__)
@@ -110,7 +111,10 @@ def run_id_in_checkpoint(ckpt_path: str | None) -> str | None:
     if not ckpt_path or not Path(ckpt_path).is_file():
         return None
     # mmap: the id without reading the weights into memory (Lightning loads them again to resume)
-    checkpoint = torch.load(ckpt_path, map_location="cpu", weights_only=False, mmap=True)
+    try:
+        checkpoint = read_checkpoint(ckpt_path, mmap=True)
+    except UnreadableCheckpointError as error:
+        raise ConfigError(str(error)) from error
     return checkpoint.get(CHECKPOINT_KEY)
 
 

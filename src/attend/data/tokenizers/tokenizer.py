@@ -5,11 +5,13 @@ from __future__ import annotations
 import base64
 import importlib
 import itertools
-import pickle
+import json
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 import torch
+
+from attend.data.bad_samples import DataError
 
 PAD_ID, BOS_ID, EOS_ID, UNK_ID = 0, 1, 2, 3
 SPECIAL_TOKENS = ("<pad>", "<s>", "</s>", "<unk>")
@@ -113,10 +115,35 @@ def _as_list(ids: Ids | Iterable[int]) -> list[int]:
     return [int(i) for i in ids]
 
 
+BYTES = "bytes_base64"  # how bytes (a SentencePiece model) are written in JSON: {"bytes_base64": "..."}
+
+
+class UntrustedStateError(DataError):
+    """Saved tokenizer states that are not plain JSON data (an old pickle, or a tampered file)."""
+
+
 def states_to_text(states: Any) -> str:
-    """Tokenizer states (which hold bytes) as text, for an example store's JSON manifest."""
-    return base64.b64encode(pickle.dumps(states)).decode("ascii")
+    """Tokenizer states as JSON text (bytes as base64), for an example store's JSON manifest: data that runs no code
+    when read back."""
+    return json.dumps(states, default=_bytes_to_json)
 
 
-def states_from_text(text: str) -> Any:
-    return pickle.loads(base64.b64decode(text))
+def states_from_text(text: str, where: str = "a cached example store") -> Any:
+    """The states ``states_to_text`` wrote; UntrustedStateError for anything that is not such JSON."""
+    try:
+        return json.loads(text, object_hook=_json_to_bytes)
+    except (TypeError, ValueError) as error:
+        raise UntrustedStateError(
+            f"{where} holds tokenizer states that are not JSON data (written by an older Attend, or altered): they "
+            "are not read, since reading them could run code. Delete that store folder under data.cache_dir (it is "
+            "prepared again) and run again") from error
+
+
+def _bytes_to_json(value: Any) -> dict[str, str]:
+    if isinstance(value, bytes | bytearray):
+        return {BYTES: base64.b64encode(bytes(value)).decode("ascii")}
+    raise TypeError(f"tokenizer states hold a {type(value).__name__}, which JSON cannot write")
+
+
+def _json_to_bytes(value: dict[str, Any]) -> Any:
+    return base64.b64decode(value[BYTES], validate=True) if set(value) == {BYTES} else value
