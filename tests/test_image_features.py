@@ -162,3 +162,23 @@ def test_negative_feature_crops_is_refused(tmp_path):
 def share_frozen_features_with(dm: DataModule, extractor) -> None:
     """What the builder does, with a given extractor (to count its calls)."""
     dm.use_frozen_features(extractor)
+
+
+def test_the_builder_shares_features_of_the_body_the_model_runs(tmp_path):
+    """Through the builder, as train.py builds it: the stored features are those of the model's own (randomly
+    initialised, frozen) body after ``Seq2Seq`` initialised its modules, not of the body before that (a frozen ResNet
+    without weights: mean |feature| about 1 before, 0.1 after)."""
+    from attend.builder import build_datamodule, build_model
+    from tests.test_config import compose_train, resolve_paths
+
+    cfg = resolve_paths(compose_train([
+        "task=caption", "data=shapes", "encoder=resnet", "encoder.freeze=true", "data.source.n_train=8",
+        "data.source.n_val=2", "data.source.n_test=2", f"paths.cache_dir={tmp_path}", "data.prepare_workers=0"]))
+    dm = build_datamodule(cfg)
+    dm.prepare_data()
+    dm.setup("fit")
+    model = build_model(cfg, dm)
+    store = dm.plugin.features[dm.encoded["val"].folder.name]
+    expected = model.encoder.frozen_features()(normalise(pixels(dm, "val", 0)[None]))[0]
+    assert expected.abs().mean() > 1e-3  # a body whose features float16 can hold
+    assert torch.allclose(stored_features(store, 0), expected, atol=1e-3, rtol=1e-2)  # float16 storage

@@ -35,8 +35,9 @@ def build_encoder(cfg: DictConfig, datamodule: L.LightningDataModule) -> nn.Modu
 
 
 def share_frozen_features(encoder: nn.Module, datamodule: L.LightningDataModule) -> None:
-    """An encoder with a frozen part (``frozen_features()``: the pretrained image encoders) lets a data module
-    that can store features (``use_frozen_features``: captions) compute that part once instead of every step."""
+    """An encoder with a frozen part (``frozen_features()``: the pretrained image encoders, Whisper) lets a data module
+    that can store features (``use_frozen_features``: captions, speech) compute that part once instead of every step.
+    Call it once the encoder holds the weights it will run with: the store is keyed by a hash of them."""
     frozen = getattr(encoder, "frozen_features", None)
     use = getattr(datamodule, "use_frozen_features", None)
     extractor = frozen() if frozen is not None else None
@@ -44,12 +45,13 @@ def share_frozen_features(encoder: nn.Module, datamodule: L.LightningDataModule)
         use(extractor)
 
 
-def build_model(cfg: DictConfig, datamodule: L.LightningDataModule) -> Seq2Seq:
-    """Encoder from ``cfg.encoder``, attention partial from ``cfg.attention``, decoder around both."""
+def build_model(cfg: DictConfig, datamodule: L.LightningDataModule, share_features: bool = True) -> Seq2Seq:
+    """Encoder from ``cfg.encoder``, attention partial from ``cfg.attention``, decoder around both. ``share_features``:
+    the encoder's frozen part is given to the data once the model is built (``Seq2Seq`` initialises every module not
+    marked pretrained); false for a caller that loads other weights first and then calls ``share_frozen_features``."""
     tokenizers = datamodule.tokenizers()
     target = tokenizers["target"]
     encoder = build_encoder(cfg, datamodule)
-    share_frozen_features(encoder, datamodule)
     decoder = instantiate(
         cfg.decoder,
         vocab_size=target.vocab_size,
@@ -61,6 +63,8 @@ def build_model(cfg: DictConfig, datamodule: L.LightningDataModule) -> Seq2Seq:
                         corpora=getattr(datamodule, "corpora", []))
     # set after instantiation: Hydra would try to instantiate the _target_ entries inside it
     model.run_config = OmegaConf.to_container(cfg, resolve=True)
+    if share_features:
+        share_frozen_features(model.encoder, datamodule)
     return model
 
 

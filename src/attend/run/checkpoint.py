@@ -6,7 +6,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
-from attend.builder import build_datamodule, build_model
+from attend.builder import build_datamodule, build_model, share_frozen_features
 from attend.data.options import upgrade
 from attend.run.checkpoint_io import UnreadableCheckpointError, read_checkpoint
 from attend.run.config_checks import ConfigError
@@ -54,8 +54,9 @@ def saved_config(checkpoint: dict, overrides: dict | None = None) -> DictConfig:
 
 def restored_model(config: DictConfig, datamodule, checkpoint: dict):
     """The model ``config`` describes with the checkpoint's weights, in evaluation mode."""
-    model = build_model(config, datamodule)
+    model = build_model(config, datamodule, share_features=False)
     model.load_state_dict(checkpoint["state_dict"])
+    share_frozen_features(model.encoder, datamodule)  # the saved body's features, not a fresh one's
     model.eval()
     return model
 

@@ -7,7 +7,7 @@ import lightning as L
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from attend.builder import build_datamodule, build_model, instantiate_all
+from attend.builder import build_datamodule, build_model, instantiate_all, share_frozen_features
 from attend.run.averaging import averaged_test_checkpoint, keep_for_averaging
 from attend.run.checkpoint_io import read_checkpoint
 from attend.run.context import run_context
@@ -23,8 +23,9 @@ def train(cfg: DictConfig) -> float | None:
         datamodule = build_datamodule(cfg)
         datamodule.prepare_data()
         datamodule.setup("fit")
-        model = build_model(cfg, datamodule)
+        model = build_model(cfg, datamodule, share_features=False)
         init_from_config(model, cfg)  # fine-tuning: model.init_from's weights (a resume restores its own instead)
+        share_frozen_features(model.encoder, datamodule)  # from the weights the model trains with
         run_test = bool(cfg.get("run_test"))
         summary = RunSummary(cfg.paths.output_dir, cfg.monitor.metric, tested=run_test, device_slot=device_slot)
         trainer = build_trainer(cfg, datamodule, summary)
