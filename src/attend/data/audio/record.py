@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import os
 import re
 import unicodedata
@@ -16,6 +17,7 @@ from attend.data.bad_samples import DataError
 
 APOSTROPHES = str.maketrans({"\u2019": "'", "\u02bc": "'", "\u2018": "'"})  # ’ ʼ ‘ -> '
 LONE_APOSTROPHE = re.compile(r"'(?![^\s'])|(?<![^\s'])'")  # not between two word characters
+CLIP = re.compile(r"^(?P<container>.+)#(?P<offset>\d+)\+(?P<size>\d+)$")  # "queen.1c#161106+7001", see clip_path
 
 
 @dataclass(frozen=True)
@@ -37,12 +39,38 @@ class AudioReadError(ValueError):
     """An audio file is missing, corrupt or empty; the message names the file and the fix."""
 
 
+def clip_path(container: str | os.PathLike, offset: int, size: int) -> str:
+    """The path of an audio clip stored as ``size`` bytes at ``offset`` inside ``container`` (a game's resource
+    file): ``container#offset+size``, which read_audio and audio_duration read like a file."""
+    return f"{container}#{offset}+{size}"
+
+
+def open_clip(path: str | os.PathLike) -> io.BytesIO | None:
+    """The bytes of a ``clip_path`` as a file object; None when ``path`` is not one (a file of that name wins)."""
+    match = CLIP.match(str(path))
+    if match is None or Path(path).is_file():
+        return None
+    container, offset, size = match["container"], int(match["offset"]), int(match["size"])
+    if not Path(container).is_file():
+        raise AudioReadError(f"audio clip {str(path)!r}: its container {container} does not exist; check the data set "
+                             "root or reinstall the package that holds it")
+    with open(container, "rb") as f:
+        f.seek(offset)
+        data = f.read(size)
+    if len(data) < size:
+        raise AudioReadError(f"audio clip {str(path)!r} runs past the end of {container} ({offset + len(data)} bytes); "
+                             "the container is truncated: reinstall the package that holds it")
+    return io.BytesIO(data)
+
+
 def read_audio(path: str | os.PathLike, sample_rate: int = 16000) -> torch.Tensor:
-    """The file's samples as (samples,) float32 mono in [-1, 1] at ``sample_rate``: channels averaged, resampled."""
-    if not Path(path).is_file():
+    """The file's samples as (samples,) float32 mono in [-1, 1] at ``sample_rate``: channels averaged, resampled.
+    ``path`` may be a ``clip_path`` (a clip inside a container file)."""
+    clip = open_clip(path)
+    if clip is None and not Path(path).is_file():
         raise AudioReadError(f"audio file {str(path)!r} does not exist: check the data set root or manifest paths")
     try:
-        samples, rate = soundfile.read(path, dtype="float32", always_2d=True)  # (samples, channels)
+        samples, rate = soundfile.read(path if clip is None else clip, dtype="float32", always_2d=True)  # (samples, C)
     except (RuntimeError, OSError, ValueError) as e:  # soundfile.LibsndfileError is a RuntimeError
         raise AudioReadError(f"audio file {str(path)!r} cannot be read: {e}; re-create or re-download it, or remove it "
                              "from the data set") from e
@@ -55,9 +83,10 @@ def read_audio(path: str | os.PathLike, sample_rate: int = 16000) -> torch.Tenso
 
 
 def audio_duration(path: str | os.PathLike) -> float:
-    """Seconds of audio, from the file's header."""
+    """Seconds of audio, from the file's header (``path`` may be a ``clip_path``)."""
+    clip = open_clip(path)
     try:
-        return float(soundfile.info(path).duration)
+        return float(soundfile.info(path if clip is None else clip).duration)
     except (RuntimeError, OSError, ValueError) as e:
         raise AudioReadError(f"audio file {str(path)!r} cannot be read: {e}; check that it exists and is WAV, FLAC or "
                              "OGG") from e
