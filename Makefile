@@ -5,7 +5,8 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.attend-installed
 # Debian packages the embedded data sets are built from
 DEB_PACKAGES := trans-de-en tuxpaint-stamps-default fonts-noto-color-emoji espeak-ng \
-	asterisk-core-sounds-en asterisk-core-sounds-en-wav asterisk-core-sounds-fr asterisk-core-sounds-fr-wav
+	asterisk-core-sounds-en asterisk-core-sounds-en-wav asterisk-core-sounds-fr asterisk-core-sounds-fr-wav \
+	flight-of-the-amazon-queen
 
 .PHONY: install debs train test compare benchmark bench-scale lint clean
 

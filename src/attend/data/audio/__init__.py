@@ -3,6 +3,7 @@ manifests."""
 
 from __future__ import annotations
 
+from attend.data.audio.amazon_queen import AmazonQueenSpeech
 from attend.data.audio.asterisk import AsteriskPrompts
 from attend.data.audio.espeak import EspeakNotInstalledError, EspeakSpeech
 from attend.data.audio.librispeech import LibriSpeech
@@ -18,6 +19,6 @@ from attend.data.audio.record import (
 )
 from attend.data.audio.tuxpaint_speech import TuxPaintSpeech
 
-__all__ = ["AsteriskPrompts", "AudioReadError", "EspeakNotInstalledError", "EspeakSpeech", "JsonlManifest",
-           "LibriSpeech", "SpeechDataError", "TuxPaintSpeech", "Utterance", "audio_duration", "normalize_transcript",
-           "number_words", "read_audio"]
+__all__ = ["AmazonQueenSpeech", "AsteriskPrompts", "AudioReadError", "EspeakNotInstalledError", "EspeakSpeech",
+           "JsonlManifest", "LibriSpeech", "SpeechDataError", "TuxPaintSpeech", "Utterance", "audio_duration",
+           "normalize_transcript", "number_words", "read_audio"]
