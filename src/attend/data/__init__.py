@@ -3,6 +3,7 @@ sources, tokenizers apart; the memory-mapped example store, bucketing and bad-sa
 
 from attend.data.audio.features import LogMelFrontEnd, SpecAugment, Spectrogram
 from attend.data.audio.modality import AudioModality
+from attend.data.audio.whisper_frontend import WhisperLogMel
 from attend.data.bucketing import BucketBatchSampler
 from attend.data.corpora import Corpora
 from attend.data.datamodule import DataModule
@@ -18,5 +19,5 @@ from attend.data.tokenizers.word import WordTokenizer
 
 __all__ = ["AudioModality", "BucketBatchSampler", "CharTokenizer", "Corpora", "DataModule", "DatePairs",
            "DingNotFoundError", "DingPairs", "ImageModality", "LogMelFrontEnd", "ParallelText", "ParallelTextError",
-           "SentencePieceTokenizer", "SpecAugment", "Spectrogram", "TextModality", "Tokenizer", "WordTokenizer",
-           "tokenizer_from_state"]
+           "SentencePieceTokenizer", "SpecAugment", "Spectrogram", "TextModality", "Tokenizer", "WhisperLogMel",
+           "WordTokenizer", "tokenizer_from_state"]
