@@ -1,7 +1,9 @@
-"""The audio plug-in: log-mel features of each utterance, computed once into the encoded store."""
+"""The audio plug-in: log-mel features of each utterance, computed once into the encoded store (and a frozen
+encoder's outputs of them, ``attend.data.audio.frozen_features``)."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -13,9 +15,12 @@ import torchaudio
 from torch import Tensor, nn
 
 from attend.data.audio.features import Spectrogram
+from attend.data.audio.frozen_features import AudioFeatureExtractor, feature_store, stored_features
 from attend.data.audio.record import AudioReadError, Utterance, audio_duration, read_audio
 from attend.data.modality import Modality, file_skip, path_or_none, strings
 from attend.data.store import ExampleStore, Shard, prepared_store
+
+log = logging.getLogger("attend.data")
 
 
 class AudioModality(Modality):
@@ -24,7 +29,10 @@ class AudioModality(Modality):
     durations, and each step reads the audio. ``spec_augment`` masks training features. Unreadable audio is a skip.
     ``speed_perturb`` (e.g. [0.9, 1.0, 1.1]; Ko et al. 2015): each training example is one of these speeds, drawn
     each time it is read; the training split's other speeds are stored once beside its features
-    (``speed_perturbed`` store), or made on the fly without ``precompute``."""
+    (``speed_perturbed`` store), or made on the fly without ``precompute``. ``precompute_features``: a frozen encoder
+    part (encoder=whisper) runs once per utterance and speed into a feature store, whose outputs are batched as
+    ``src`` (evaluation batches add each utterance's ``spectrogram`` for the plots); SpecAugment then cannot apply
+    (refused), speed perturbation can (each speed is stored)."""
 
     name = "audio"
     unit = example_unit = "utterances"
@@ -33,12 +41,15 @@ class AudioModality(Modality):
     source_unit = "frames"
 
     def __init__(self, frontend: nn.Module, spec_augment: nn.Module | None = None, precompute: bool = True,
-                 speed_perturb: list[float] | None = None) -> None:
+                 speed_perturb: list[float] | None = None, precompute_features: bool = True) -> None:
         self.frontend = frontend
         self.spec_augment = spec_augment
         self.precompute = precompute
         self.speeds = check_speeds(speed_perturb)
         self.perturbed: dict[str, ExampleStore] = {}  # training encoded store's folder name -> its other speeds
+        self.precompute_features = precompute_features
+        self.extractor: AudioFeatureExtractor | None = None
+        self.features: dict[str, ExampleStore] = {}  # encoded store's folder name -> the frozen encoder's outputs
 
     def settings(self) -> dict[str, Any]:
         return {"frontend": self.frontend.settings(), "precompute": self.precompute}
@@ -77,18 +88,34 @@ class AudioModality(Modality):
     def example(self, encoded: ExampleStore, row: int, records: ExampleStore, record_row: int, train: bool
                 ) -> dict[str, Any]:
         speed = self.speeds[int(torch.randint(len(self.speeds), ()))] if train and self.speeds else 1.0
-        if self.precompute:
-            perturbed = self.perturbed.get(encoded.folder.name)
-            store, column = (encoded, "features") if speed == 1.0 or perturbed is None else (perturbed, f"{speed:g}")
-            half = np.frombuffer(store.buffer(column, row), dtype=np.float16)
-            features = torch.from_numpy(half.astype(np.float32)).view(-1, self.frontend.n_mels)  # (N, F), a copy
-        else:
-            features = compute_features(self.frontend, records.value("path", record_row), speed)
+        stored = self.features.get(encoded.folder.name)
+        if stored is not None:  # the frozen encoder's outputs (S, D); the plots read the spectrogram
+            example: dict[str, Any] = {"src": stored_features(stored, row, speed)}
+            if not train:
+                frames = self.frames(encoded, row, records, record_row)
+                example["spectrogram"] = frames.numpy().T  # (n_mels, N): an array, which the batch keeps as a list
+            return example
+        features = self.frames(encoded, row, records, record_row, speed)
         if train and self.spec_augment is not None:
             features = self.spec_augment(features)
         return {"src": features}
 
+    def frames(self, encoded: ExampleStore, row: int, records: ExampleStore, record_row: int, speed: float = 1.0
+               ) -> Tensor:
+        """One utterance's features (N, F) at ``speed``: from the stores, or computed from its audio."""
+        if not self.precompute:
+            return compute_features(self.frontend, records.value("path", record_row), speed)
+        perturbed = self.perturbed.get(encoded.folder.name)
+        store, column = (encoded, "features") if speed == 1.0 or perturbed is None else (perturbed, f"{speed:g}")
+        half = np.frombuffer(store.buffer(column, row), dtype=np.float16)
+        return torch.from_numpy(half.astype(np.float32)).view(-1, self.frontend.n_mels)  # (N, F), a copy
+
     def prepare_split(self, encoded: ExampleStore, split: str, datamodule) -> None:
+        """The training split's features at the other speeds, then a frozen encoder's outputs (once it is known)."""
+        self.prepare_speeds(encoded, split, datamodule)
+        self.prepare_features(encoded, split, datamodule)
+
+    def prepare_speeds(self, encoded: ExampleStore, split: str, datamodule) -> None:
         """The training split's features at the other speeds, computed once into their own store."""
         others = [speed for speed in self.speeds if speed != 1.0]
         if split != "train" or not others or not self.precompute:
@@ -107,11 +134,48 @@ class AudioModality(Modality):
             folder, range(len(encoded)), prepare, shard_size=self.shard_size, workers=datamodule.prepare_workers,
             describe=f"{split} {self.unit} at speeds {', '.join(f'{s:g}' for s in others)}")
 
+    def use_frozen_features(self, extractor: AudioFeatureExtractor, datamodule) -> None:
+        """Store the frozen part's outputs of every split once (unless ``precompute_features`` is off) and batch them
+        as ``src``; refused when the front end is not the one the encoder reads, or with SpecAugment."""
+        expected, actual = getattr(extractor, "frontend", None), type(self.frontend).__name__
+        if expected and expected != actual:
+            raise ValueError(f"the encoder reads {expected} features but data.modality.frontend is {actual}: use "
+                             f"{expected} (encoder=whisper: add +frontend=whisper to the command line)")
+        if not self.precompute_features:
+            return
+        if self.spec_augment is not None:
+            raise ValueError("SpecAugment cannot apply to a frozen encoder's outputs stored once: set "
+                             "data.modality.spec_augment=null (or data.modality.precompute_features=false to run the "
+                             "encoder on masked features every step)")
+        self.extractor = extractor
+        for split, encoded in datamodule.encoded.items():
+            self.prepare_features(encoded, split, datamodule)
+
+    def prepare_features(self, encoded: ExampleStore, split: str, datamodule) -> None:
+        """The split's store of the frozen part's outputs (training: at every speed), when there is an extractor."""
+        if self.extractor is None:
+            return
+        speeds = sorted({1.0, *self.speeds}) if split == "train" else [1.0]
+        records = datamodule.records[split]
+        record_rows = encoded.column("row").astype(np.int64)
+
+        def frames(row: int, speed: float) -> Tensor:
+            return self.frames(encoded, row, records, int(record_rows[row]), speed)
+
+        folder = datamodule.store_folder("audio_features", encoded.folder.name, self.extractor.key, speeds)
+        log.info("frozen encoder outputs of the %s split: %s", split, self.extractor.key)
+        self.features[encoded.folder.name] = feature_store(
+            len(encoded), frames, self.extractor, speeds, folder, self.shard_size,
+            f"{split} {self.unit} through {self.extractor.key}")
+
     def encoder_kwargs(self) -> dict[str, int]:
         return {"input_dim": self.frontend.n_mels}
 
     def readable_source(self, batch: dict[str, Any], index: int) -> Spectrogram:
-        """Its log-mel features, (n_mels, frames) without padding."""
+        """Its log-mel features, (n_mels, frames) without padding (with a frozen encoder's outputs as ``src``, the
+        ``spectrogram`` evaluation batches carry)."""
+        if "spectrogram" in batch:
+            return Spectrogram(batch["spectrogram"][index], self.frontend.hop_seconds)
         length = int(batch["src_lengths"][index])
         return Spectrogram(batch["src"][index, :length].float().cpu().numpy().T, self.frontend.hop_seconds)
 
