@@ -193,6 +193,9 @@ def test_a_missing_wrong_or_truncated_resource_file_says_what_to_install(queen, 
     (short := tmp_path / "short.1c").write_bytes(queen.read_bytes()[:200])
     with pytest.raises(SpeechDataError, match=r"short.1c is truncated: its table of \d+ entries ends after 8;"):
         QueenResources(short)
+    (broken := tmp_path / "broken.1c").write_bytes(resource_file({"BOB1.DOG": bytes(30)}))
+    with pytest.raises(SpeechDataError, match="broken.1c: a dialogue or scene entry is malformed"):
+        AmazonQueenSpeech(broken, kinds=["dialogue"]).splits()
     (cut := tmp_path / "cut.1c").write_bytes(queen.read_bytes()[:-100])
     with pytest.raises(SpeechDataError, match="cut.1c is truncated: entry .* past the end of the file"):
         QueenResources(cut)

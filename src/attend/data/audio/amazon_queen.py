@@ -8,6 +8,7 @@ import difflib
 import logging
 import os
 import re
+import struct
 from collections import Counter
 from collections.abc import Sequence
 
@@ -159,7 +160,7 @@ class AmazonQueenSpeech:
                 text = game_text(resources.read("QUEEN.JAS", skip=20), resources.read_text("QUEEN2.JAS"))
                 lines += description_lines(text) if "descriptions" in self.kinds else []
                 lines += self.cutscenes(resources, text) if "cutscenes" in self.kinds else []
-        except (ValueError, IndexError) as e:  # struct.error is a ValueError
+        except (struct.error, ValueError, IndexError) as e:
             raise SpeechDataError(f"{self.resource}: a dialogue or scene entry is malformed ({e}); reinstall "
                                   "flight-of-the-amazon-queen or set data.source.kinds to the kinds that read") from e
         return lines
