@@ -8,6 +8,7 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from attend.builder import build_datamodule, build_model, instantiate_all, share_frozen_features
+from attend.callbacks import latest_checkpoints_last
 from attend.run.averaging import averaged_test_checkpoint, keep_for_averaging
 from attend.run.checkpoint_io import read_checkpoint
 from attend.run.context import run_context
@@ -47,7 +48,7 @@ def build_trainer(cfg: DictConfig, datamodule: L.LightningDataModule, *callbacks
     config and the counts of bad samples the data module skipped."""
     trainer: L.Trainer = instantiate(
         cfg.trainer,
-        callbacks=instantiate_all(cfg.get("callbacks")) + keep_for_averaging(cfg),
+        callbacks=latest_checkpoints_last(instantiate_all(cfg.get("callbacks")) + keep_for_averaging(cfg)),
         logger=instantiate_all(cfg.get("logger")),
     )
     # after Lightning's own callbacks: the progress bar is closed before RunSummary prints where the run landed

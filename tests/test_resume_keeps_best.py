@@ -1,0 +1,98 @@
+"""A run resumed into a new folder chooses, tests and averages as if it had never stopped: its best.ckpt, best score
+and the checkpoints kept for averaging cover the epochs before the resume too (Lightning alone keeps only the best
+path when the folder changes, and the first epoch after a resume became "best" whatever its score)."""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+
+import lightning as L
+import pytest
+import torch
+from torch import nn
+
+from attend.callbacks import ResumableCheckpoint, latest_checkpoints_last
+from attend.run.averaging import read_kept
+from attend.run.checkpoint_io import read_checkpoint
+from attend.run.keep_for_averaging import KeepForAveraging
+
+SCORES = [0.5, 0.3, 0.4, 0.45, 0.35]  # val/loss by epoch: the best is epoch 1, the second best epoch 4
+
+
+class Scripted(L.LightningModule):
+    """Trains a little; its validation loss is SCORES[epoch], whatever the weights."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.layer = nn.Linear(2, 1)
+
+    def training_step(self, batch, batch_idx):
+        return self.layer(batch[0]).pow(2).mean()
+
+    def validation_step(self, batch, batch_idx):
+        self.log("val/loss", SCORES[self.current_epoch])
+
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=0.1)
+
+
+def loader():
+    data = torch.utils.data.TensorDataset(torch.randn(8, 2))
+    return torch.utils.data.DataLoader(data, batch_size=4)
+
+
+def fit(folder: Path, epochs: int, ckpt_path: Path | None = None) -> list[L.Callback]:
+    """Train ``epochs`` in ``folder`` (from ``ckpt_path``), with best.ckpt, last.ckpt and the two best kept for
+    averaging, as the default callbacks keep them."""
+    checkpoints = folder / "checkpoints"
+    callbacks = latest_checkpoints_last([  # in the order the config lists them; last.ckpt is then written last
+        ResumableCheckpoint(dirpath=checkpoints, filename="best", monitor="val/loss", mode="min", save_top_k=1,
+                            enable_version_counter=False),
+        ResumableCheckpoint(dirpath=checkpoints, filename="last", monitor=None, save_top_k=1,
+                            enable_version_counter=False),
+        KeepForAveraging(checkpoints / "average", "best", 2, "val/loss", "min"),
+    ])
+    trainer = L.Trainer(max_epochs=epochs, callbacks=callbacks, logger=False, enable_progress_bar=False,
+                        enable_model_summary=False, accelerator="cpu", devices=1)
+    torch.manual_seed(0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)  # Lightning's "dirpath has changed" warning would be an error
+        warnings.filterwarnings("ignore", message=".*(does not have many workers|log_every_n_steps).*")
+        trainer.fit(Scripted(), train_dataloaders=loader(), val_dataloaders=loader(), ckpt_path=ckpt_path)
+    return callbacks
+
+
+def best_epoch(folder: Path) -> int:
+    return read_checkpoint(folder / "checkpoints" / "best.ckpt")["epoch"]
+
+
+def averaged_epochs(folder: Path) -> list[int]:
+    return sorted(kept.epoch for kept, _ in read_kept(folder / "checkpoints" / "average"))
+
+
+def test_a_run_resumed_after_its_best_epoch_keeps_it(tmp_path):
+    whole = fit(tmp_path / "whole", 5)
+    fit(tmp_path / "first", 3)  # epochs 0-2: the best (0.3) is epoch 1; then the run stops
+    resumed = fit(tmp_path / "resumed", 5, ckpt_path=tmp_path / "first" / "checkpoints" / "last.ckpt")
+    assert best_epoch(tmp_path / "resumed") == best_epoch(tmp_path / "whole") == 1  # not epoch 3 (0.45)
+    assert float(resumed[0].best_model_score) == float(whole[0].best_model_score) == pytest.approx(0.3)
+    assert Path(resumed[0].best_model_path).parent == tmp_path / "resumed" / "checkpoints"
+    assert averaged_epochs(tmp_path / "resumed") == averaged_epochs(tmp_path / "whole") == [1, 4]
+    assert sorted(map(float, resumed[1].best_k_models.values())) == sorted(map(float, whole[1].best_k_models.values()))
+
+
+def test_a_finished_run_resumed_still_has_its_best_and_its_averages(tmp_path):
+    fit(tmp_path / "finished", 5)
+    again = fit(tmp_path / "again", 5, ckpt_path=tmp_path / "finished" / "checkpoints" / "last.ckpt")
+    assert best_epoch(tmp_path / "again") == 1 and float(again[0].best_model_score) == pytest.approx(0.3)
+    assert averaged_epochs(tmp_path / "again") == [1, 4]  # what a test after the resume averages
+
+
+def test_a_kept_checkpoint_deleted_before_the_resume_is_left_out(tmp_path, caplog):
+    fit(tmp_path / "first", 3)
+    (tmp_path / "first" / "checkpoints" / "best.ckpt").unlink()
+    resumed = fit(tmp_path / "resumed", 4, ckpt_path=tmp_path / "first" / "checkpoints" / "last.ckpt")
+    assert "is gone" in caplog.text
+    # nothing left to choose from before the resume: the first epoch after it is the best so far
+    assert best_epoch(tmp_path / "resumed") == 3 and float(resumed[0].best_model_score) == pytest.approx(0.45)
