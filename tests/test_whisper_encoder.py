@@ -3,6 +3,7 @@ own, Whisper's log-mel front end, padding, fine-tuning, and its frozen part comp
 
 from __future__ import annotations
 
+import json
 import struct
 
 import numpy as np
@@ -253,3 +254,19 @@ def test_without_precompute_features_the_batches_hold_log_mel_frames(tmp_path, f
     dm.plugin.precompute_features = False
     share_frozen_features(frozen, dm)
     assert counted == [] and dm.example_batch(2, "train")["src"].shape[-1] == 80
+
+
+@pytest.mark.slow
+def test_task_asr_trains_with_encoder_whisper_through_train_py(tmp_path):
+    """The recipe's overrides through the real entry point: two steps, validation, a plot, the outputs stored."""
+    from tests.test_entry_points import pngs, run
+
+    run("train.py", "task=asr", "encoder=whisper", "+frontend=whisper", "data=espeak_en", "data.source.n_train=32",
+        "data.source.n_val=4", "data.source.n_test=4", "data.loader.batch_size=8", "model.val_search.max_len_a=0.2",
+        "model.test_search.max_len_a=0.2", "model.test_search.beam_size=2", "debug=fast", "logger=csv",
+        "trainer.max_steps=2", "trainer.limit_train_batches=2", "trainer.limit_val_batches=1",
+        "callbacks.attention_plots.num_examples=1", f"hydra.run.dir={tmp_path}")
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["steps"] == 2 and np.isfinite(summary["val"]["val/cer"])
+    assert len(pngs(tmp_path / "attention")) == 1
+    assert "frozen encoder outputs of the train split: WhisperEncoder-" in (tmp_path / "train.log").read_text()
