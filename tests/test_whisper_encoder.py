@@ -270,3 +270,14 @@ def test_task_asr_trains_with_encoder_whisper_through_train_py(tmp_path):
     assert summary["steps"] == 2 and np.isfinite(summary["val"]["val/cer"])
     assert len(pngs(tmp_path / "attention")) == 1
     assert "frozen encoder outputs of the train split: WhisperEncoder-" in (tmp_path / "train.log").read_text()
+
+
+@pytest.mark.slow
+def test_whisper_alone_scores_a_test_split_per_corpus(tmp_path):
+    from tests.test_entry_points import run
+
+    result = run("scripts/whisper_alone.py", "data=espeak_en", "data.source.n_train=32", "data.source.n_val=4",
+                 "data.source.n_test=4", "--beam-size", "1", "--tsv", str(tmp_path / "out.tsv"))
+    row = next(line.split() for line in result.stdout.splitlines() if line.startswith("espeak_en"))
+    assert row[1] == "4" and all(0.0 <= float(value) <= 200.0 for value in row[2:4])
+    assert len((tmp_path / "out.tsv").read_text().splitlines()) == 4
