@@ -12,7 +12,7 @@ import soundfile as sf
 import torch
 
 from attend.builder import share_frozen_features
-from attend.data import SpecAugment, WhisperLogMel
+from attend.data import LogMelFrontEnd, SpecAugment, WhisperLogMel
 from attend.data.audio import JsonlManifest
 from attend.encoders import WeightsError, whisper_weights
 from attend.encoders.whisper import FrozenWhisper, WhisperEncoder
@@ -158,6 +158,7 @@ def test_over_thirty_seconds_is_refused_naming_max_seconds(frozen):
 def test_a_front_end_with_other_bins_is_refused_at_construction():
     with pytest.raises(ValueError, match=r"\+frontend=whisper"):
         WhisperEncoder(input_dim=40)
+    assert WhisperEncoder.frontend == FrozenWhisper.frontend == WhisperLogMel.__name__
 
 
 # the data side: a tiny corpus through the data module and the builder's sharing -----------------------------------
@@ -174,14 +175,14 @@ def write_manifest(folder, split: str, seconds: list[float], rate: int = RATE) -
     return str(folder / f"{split}.jsonl")
 
 
-def whisper_datamodule(tmp_path, speeds=None, **options):
+def whisper_datamodule(tmp_path, speeds=None, frontend=None, **options):
     """Four training utterances (one recorded at 8 kHz: read_audio resamples it), two for validation and test."""
     audio = tmp_path / "audio"
     manifest = JsonlManifest(train=write_manifest(audio, "train", [0.6, 1.1, 0.8, 0.5]),
                              val=write_manifest(audio, "val", [0.7, 0.9], rate=8000),
                              test=write_manifest(audio, "test", [1.2, 0.4]))
-    dm = speech_datamodule(manifest, frontend=WhisperLogMel(), speed_perturb=speeds, cache_dir=tmp_path / "cache",
-                           batch_size=2, eval_batch_size=2, **options)
+    dm = speech_datamodule(manifest, frontend=frontend or WhisperLogMel(), speed_perturb=speeds,
+                           cache_dir=tmp_path / "cache", batch_size=2, eval_batch_size=2, **options)
     dm.prepare_data()
     dm.setup("fit")
     return dm
@@ -281,3 +282,9 @@ def test_whisper_alone_scores_a_test_split_per_corpus(tmp_path):
     row = next(line.split() for line in result.stdout.splitlines() if line.startswith("espeak_en"))
     assert row[1] == "4" and all(0.0 <= float(value) <= 200.0 for value in row[2:4])
     assert len((tmp_path / "out.tsv").read_text().splitlines()) == 4
+
+
+def test_another_front_end_with_whispers_bins_is_refused_in_one_line(tmp_path, frozen):
+    dm = whisper_datamodule(tmp_path, frontend=LogMelFrontEnd(sample_rate=16000, n_mels=80))
+    with pytest.raises(ValueError, match=r"reads WhisperLogMel features .* LogMelFrontEnd.*\+frontend=whisper"):
+        share_frozen_features(frozen, dm)

@@ -36,6 +36,7 @@ class WhisperEncoder(nn.Module):
     """
 
     modality = "audio"
+    frontend = FRONTEND  # what a start-up check may compare data.modality.frontend with
 
     def __init__(self, input_dim: int = 80, trainable_layers: int = 0, output_dim: int | None = None,
                  dropout: float = 0.1) -> None:
