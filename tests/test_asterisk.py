@@ -158,7 +158,7 @@ def test_missing_packages_and_unknown_languages_say_what_to_install(tmp_path, as
         prompts(asterisk, n_val=8, n_test=5).splits()
 
 
-@pytest.mark.parametrize("mixed", ["asterisk_multilingual", "asterisk_espeak"])
+@pytest.mark.parametrize("mixed", ["asterisk_multilingual", "asterisk_espeak", "asterisk_amazon_queen"])
 def test_the_mixed_configs_keep_data_asterisk_s_english_split(mixed):
     """The English source inside a Corpora config has data=asterisk's settings, hence its records-store key and its
     held-out prompts: the test figures of the mixed runs are on the same 60 utterances."""

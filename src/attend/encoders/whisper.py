@@ -47,7 +47,7 @@ class WhisperEncoder(nn.Module):
         self.n_ctx, layers = self.body.positional_embedding.size(0), len(self.body.blocks)
         if input_dim != self.n_mels:
             raise ValueError(f"encoder=whisper reads Whisper's {self.n_mels}-bin log-mel frames, but the data's front "
-                             f"end gives {input_dim} bins: add +frontend=whisper to the command line")
+                             f"end gives {input_dim} bins: add frontend=whisper to the command line")
         if not 0 <= trainable_layers <= layers:
             raise ValueError(f"encoder.trainable_layers must be 0 (frozen) to {layers} (every block), got "
                              f"{trainable_layers}")

@@ -34,16 +34,18 @@ def speed_column(speed: float) -> str:
     return f"{speed:g}"
 
 
-def feature_store(count: int, frames: Callable[[int, float], Tensor], extractor: AudioFeatureExtractor,
-                  speeds: list[float], folder, shard_size: int, describe: str) -> ExampleStore:
-    """The outputs of ``count`` utterances (``frames(row, speed)`` -> (N, F)) at each speed, prepared when missing.
-    Row r holds a column per speed (float16 bytes of (S, D)); ``meta`` holds D."""
+def feature_store(count: int, outputs_of: Callable[[int, float], Tensor], speeds: list[float], folder,
+                  shard_size: int, workers: int, describe: str) -> ExampleStore:
+    """The outputs of ``count`` utterances (``outputs_of(row, speed)`` -> (S, D)) at each speed, prepared when
+    missing, in ``workers`` forked processes (each should run one torch thread: processes do not wait for each other
+    at every operation, as threads do, so a busy core slows one of them only). Row r holds a column per speed
+    (float16 bytes of (S, D)); ``meta`` holds D."""
     dims: dict[str, int] = {}
 
     def prepare(rows: list[int], first: int) -> Shard:
         columns = {}
         for speed in speeds:
-            outputs = [extractor(frames(row, speed)).to(torch.float16) for row in rows]  # each (S, D)
+            outputs = [outputs_of(row, speed).to(torch.float16) for row in rows]  # each (S, D)
             dims["dim"] = int(outputs[0].size(-1))
             columns[speed_column(speed)] = pa.array([out.contiguous().numpy().tobytes() for out in outputs],
                                                     type=pa.binary())

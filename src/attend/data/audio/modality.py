@@ -140,7 +140,7 @@ class AudioModality(Modality):
         expected, actual = getattr(extractor, "frontend", None), type(self.frontend).__name__
         if expected and expected != actual:
             raise ValueError(f"the encoder reads {expected} features but data.modality.frontend is {actual}: use "
-                             f"{expected} (encoder=whisper: add +frontend=whisper to the command line)")
+                             f"{expected} (encoder=whisper: add frontend=whisper to the command line)")
         if not self.precompute_features:
             return
         if self.spec_augment is not None:
@@ -159,13 +159,15 @@ class AudioModality(Modality):
         records = datamodule.records[split]
         record_rows = encoded.column("row").astype(np.int64)
 
-        def frames(row: int, speed: float) -> Tensor:
-            return self.frames(encoded, row, records, int(record_rows[row]), speed)
+        def outputs_of(row: int, speed: float) -> Tensor:
+            with one_thread():  # one thread a worker process, as the log-mel features are prepared
+                return extractor(self.frames(encoded, row, records, int(record_rows[row]), speed))
 
-        folder = datamodule.store_folder("audio_features", encoded.folder.name, self.extractor.key, speeds)
-        log.info("frozen encoder outputs of the %s split: %s", split, self.extractor.key)
+        extractor = self.extractor
+        folder = datamodule.store_folder("audio_features", encoded.folder.name, extractor.key, speeds)
+        log.info("frozen encoder outputs of the %s split: %s", split, extractor.key)
         self.features[encoded.folder.name] = feature_store(
-            len(encoded), frames, self.extractor, speeds, folder, self.shard_size,
+            len(encoded), outputs_of, speeds, folder, self.shard_size, datamodule.prepare_workers,
             f"{split} {self.unit} through {self.extractor.key}")
 
     def encoder_kwargs(self) -> dict[str, int]:

@@ -35,7 +35,7 @@ class WhisperLogMel(nn.Module):
             wrong.append(f"n_mels={n_mels} (Whisper's: 80, or 128 for large-v3)")
         if wrong:
             raise ValueError(f"attend.data.WhisperLogMel computes Whisper's fixed features; data.modality.frontend has "
-                             f"{', '.join(wrong)}: drop those options or use +frontend=whisper")
+                             f"{', '.join(wrong)}: drop those options or use frontend=whisper")
         self.sample_rate = SAMPLE_RATE
         self.n_mels = n_mels
         self.win_length = N_FFT
