@@ -71,7 +71,8 @@ def test_a_truncated_checkpoint_is_one_line(tmp_path):
 
 
 def test_tokenizer_states_are_json_with_bytes_kept():
-    states = {"tgt_tokenizer": {"class": "x.Y", "settings": {"lowercase": True}, "fitted": {"model_proto": b"\x00\xff"}}}
+    fitted = {"model_proto": b"\x00\xff"}
+    states = {"tgt_tokenizer": {"class": "x.Y", "settings": {"lowercase": True}, "fitted": fitted}}
     text = states_to_text(states)
     assert json.loads(text)["tgt_tokenizer"]["fitted"]["model_proto"] == {"bytes_base64": "AP8="}
     assert states_from_text(text) == states
