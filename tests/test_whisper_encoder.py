@@ -289,3 +289,32 @@ def test_another_front_end_with_whispers_bins_is_refused_in_one_line(tmp_path, f
     dm = whisper_datamodule(tmp_path, frontend=LogMelFrontEnd(sample_rate=16000, n_mels=80))
     with pytest.raises(ValueError, match=r"reads WhisperLogMel features .* LogMelFrontEnd.*frontend=whisper"):
         share_frozen_features(frozen, dm)
+
+
+def test_stacked_frames_join_neighbours_and_padding_stays_out():
+    from attend.encoders.whisper import stacked
+
+    x = torch.arange(2 * 5 * 3, dtype=torch.float32).view(2, 5, 3)
+    joined, lengths = stacked(x, torch.tensor([5, 3]), 2)
+    assert joined.shape == (2, 3, 6) and lengths.tolist() == [3, 2]
+    assert torch.equal(joined[0, 1], torch.cat([x[0, 2], x[0, 3]])) and torch.equal(joined[0, 2, 3:], torch.zeros(3))
+    assert torch.equal(joined[1, 1], torch.cat([x[1, 2], torch.zeros(3)]))  # row 1's fourth position is padding
+    assert stacked(x, torch.tensor([5, 3]), 1)[0] is x
+
+
+def test_an_encoder_with_stacked_frames_halves_the_memory():
+    encoder = WhisperEncoder(stack_frames=2, output_dim=None, dropout=0.0).eval()
+    memory = encoder(torch.randn(1, 101, 80), torch.tensor([101]))  # 51 positions after the stride-2 convolution
+    assert encoder.output_dim == 768 and memory.values.shape == (1, 26, 768) and bool(memory.mask.all())
+    with pytest.raises(ValueError, match="stack_frames must be 1"):
+        WhisperEncoder(stack_frames=0)
+
+
+def test_an_adapter_over_the_frozen_outputs_ignores_padding():
+    encoder = WhisperEncoder(stack_frames=2, rnn_layers=1, rnn_hidden=8, output_dim=None, dropout=0.0).eval()
+    assert encoder.output_dim == 16 and all(p.requires_grad for p in encoder.adapter.parameters())
+    features = torch.randn(2, 9, 384)  # the frozen part's outputs, as the data stores them
+    both = encoder(features, torch.tensor([9, 5]))
+    alone = encoder(features[1:, :5], torch.tensor([5]))
+    assert both.values.shape == (2, 5, 16) and both.mask[1].tolist() == [True, True, True, False, False]
+    assert torch.allclose(both.values[1, :3], alone.values[0], atol=1e-6)

@@ -55,6 +55,15 @@ def pair_frames(values: Tensor, lengths: Tensor) -> tuple[Tensor, Tensor]:
     return values.reshape(batch, time // 2, 2 * dim), halve(lengths)
 
 
+def run_packed(rnn: nn.RNNBase, x: Tensor, lengths: Tensor) -> tuple[Tensor, Tensor | tuple[Tensor, Tensor]]:
+    """A (bidirectional) RNN over the true lengths of (B, T, D): outputs (B, T, 2H), zero past each row's length,
+    and the final hidden state."""
+    packed = pack_padded_sequence(x, lengths.cpu(), batch_first=True, enforce_sorted=False)
+    outputs, hidden = rnn(packed)
+    values, _ = pad_packed_sequence(outputs, batch_first=True, total_length=x.size(1))  # (B, T, 2H)
+    return values, hidden
+
+
 class AudioEncoder(nn.Module):
     """Log-mel frames -> Memory: conv subsampling, bidirectional LSTM/GRU layers, pyramidal layers.
 
@@ -132,22 +141,14 @@ class AudioEncoder(nn.Module):
         if self.subsample is not None:
             x, lengths = self.subsample(x, lengths)  # (B, N', H)
             x = self.dropout(x)
-        x, hidden = self._run(self.rnn, x, lengths)  # (B, N', 2H)
+        x, hidden = run_packed(self.rnn, x, lengths)  # (B, N', 2H)
         for rnn in self.pyramid:
             x, lengths = pair_frames(self.dropout(x), lengths)  # (B, ceil(T/2), 4H)
-            x, hidden = self._run(rnn, x, lengths)  # (B, ceil(T/2), 2H)
+            x, hidden = run_packed(rnn, x, lengths)  # (B, ceil(T/2), 2H)
         if isinstance(hidden, tuple):  # LSTM: (h, c)
             hidden = hidden[0]
         final = hidden[-2:].transpose(0, 1).reshape(x.size(0), -1)  # (B, 2H): last forward, first backward
         return Memory(values=self.dropout(x), mask=length_mask(lengths, x.size(1)), final=final)
-
-    @staticmethod
-    def _run(rnn: nn.RNNBase, x: Tensor, lengths: Tensor) -> tuple[Tensor, Tensor | tuple[Tensor, Tensor]]:
-        """A BiRNN over the true lengths; outputs are zero past each row's length."""
-        packed = pack_padded_sequence(x, lengths.cpu(), batch_first=True, enforce_sorted=False)
-        outputs, hidden = rnn(packed)
-        values, _ = pad_packed_sequence(outputs, batch_first=True, total_length=x.size(1))  # (B, T, 2H)
-        return values, hidden
 
     def _check(self, features: Tensor, lengths: Tensor) -> None:
         if features.dim() != 3 or features.size(-1) != self.input_dim:

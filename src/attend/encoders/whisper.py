@@ -9,6 +9,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from attend.encoders.audio import run_packed
 from attend.encoders.whisper_weights import load_whisper_encoder
 from attend.memory import Memory, length_mask
 
@@ -27,8 +28,12 @@ class WhisperEncoder(nn.Module):
     masked ``scaled_dot_product_attention``; unpadded ones its own ``forward``).
 
     ``trainable_layers`` 0 keeps it all frozen; N fine-tunes the top N blocks and the final layer norm (the
-    convolutions and the lower blocks stay frozen). ``output_dim`` adds a linear projection (null: 384);
-    ``dropout`` applies to the memory. ``input_dim`` (the data's n_mels) must be Whisper's 80.
+    convolutions and the lower blocks stay frozen). ``stack_frames`` k joins each k consecutive outputs into one
+    (k x 384 wide, 50 / k a second; a shorter last group is zero-padded): the attention and the CTC head then read k
+    times fewer positions. ``rnn_layers`` adds bidirectional GRU layers of ``rnn_hidden`` a direction over those
+    (an adapter the CTC head and the attention can learn from, as a linear layer over frozen features cannot);
+    ``output_dim`` adds a linear projection (null: the width before it); ``dropout`` applies to the adapter's input
+    and the memory. ``input_dim`` (the data's n_mels) must be Whisper's 80.
 
     ``forward`` also takes the frozen part's outputs (B, S, 384), told from log-mel frames (B, N, 80) by their last
     dimension: the data computes them once per utterance (``frozen_features``, ``attend.data.audio``) and the model
@@ -39,7 +44,7 @@ class WhisperEncoder(nn.Module):
     frontend = FRONTEND  # what a start-up check may compare data.modality.frontend with
 
     def __init__(self, input_dim: int = 80, trainable_layers: int = 0, output_dim: int | None = None,
-                 dropout: float = 0.1) -> None:
+                 dropout: float = 0.1, stack_frames: int = 1, rnn_layers: int = 0, rnn_hidden: int = 128) -> None:
         super().__init__()
         self.body = load_whisper_encoder()
         self.body.pretrained = True  # model.init leaves the loaded weights alone (attend.init)
@@ -56,8 +61,15 @@ class WhisperEncoder(nn.Module):
         self.body.requires_grad_(False)
         for module in [*self.body.blocks[self.frozen_blocks:], self.body.ln_post] if trainable_layers else []:
             module.requires_grad_(True)
-        self.project = nn.Linear(self.d_model, output_dim) if output_dim else None
-        self.output_dim = output_dim or self.d_model
+        if stack_frames < 1:
+            raise ValueError(f"encoder.stack_frames must be 1 (none) or more, got {stack_frames}")
+        self.stack_frames = stack_frames
+        width = stack_frames * self.d_model
+        self.adapter = nn.GRU(width, rnn_hidden, num_layers=rnn_layers, batch_first=True, bidirectional=True,
+                              dropout=dropout if rnn_layers > 1 else 0.0) if rnn_layers else None
+        width = 2 * rnn_hidden if rnn_layers else width
+        self.project = nn.Linear(width, output_dim) if output_dim else None
+        self.output_dim = output_dim or width
         self.dropout = nn.Dropout(dropout)
 
     def forward(self, src: Tensor, lengths: Tensor | None = None) -> Memory:
@@ -68,11 +80,13 @@ class WhisperEncoder(nn.Module):
             x, positions = src.to(self.body.conv1.weight.dtype), lengths
         else:
             x, positions = self.frozen_part(src, lengths)
-        mask = length_mask(positions, x.size(1))  # (B, S)
-        x = self.trained_part(x, mask)  # (B, S, 384)
+        x = self.trained_part(x, length_mask(positions, x.size(1)))  # (B, S, 384)
+        x, positions = stacked(x, positions, self.stack_frames)  # (B, S / k, k * 384)
+        if self.adapter is not None:
+            x, _ = run_packed(self.adapter, self.dropout(x), positions)  # (B, S / k, 2 * rnn_hidden)
         if self.project is not None:
-            x = self.project(x)  # (B, S, D)
-        return Memory(values=self.dropout(x), mask=mask)
+            x = self.project(x)  # (B, S / k, D)
+        return Memory(values=self.dropout(x), mask=length_mask(positions, x.size(1)))
 
     def frozen_part(self, frames: Tensor, lengths: Tensor) -> tuple[Tensor, Tensor]:
         """(B, N, 80), (B,) -> the frozen part's outputs (B, S, 384) and their lengths ceil(N / 2): convolutions,
@@ -103,6 +117,17 @@ class WhisperEncoder(nn.Module):
     def frozen_features(self) -> FrozenWhisper:
         """The frozen part as a feature extractor for the data to run once per utterance."""
         return FrozenWhisper(self)
+
+
+def stacked(x: Tensor, lengths: Tensor, k: int) -> tuple[Tensor, Tensor]:
+    """(B, S, D) and (B,) -> each k consecutive positions joined, (B, ceil(S / k), k * D), and ceil(lengths / k);
+    positions past a row's length are zeroed first, so padding never mixes into a row's last group."""
+    if k == 1:
+        return x, lengths
+    batch, size, width = x.shape
+    x = x.masked_fill(~length_mask(lengths, size)[..., None], 0.0)
+    x = F.pad(x, (0, 0, 0, -size % k))  # (B, k * ceil(S / k), D)
+    return x.reshape(batch, -1, k * width), torch.div(lengths + k - 1, k, rounding_mode="floor")
 
 
 def run_block(block: nn.Module, x: Tensor, mask: Tensor) -> Tensor:
