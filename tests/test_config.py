@@ -140,6 +140,18 @@ def test_missing_mandatory_value_is_named_at_start_up():
         check_config(cfg)
 
 
+@pytest.mark.parametrize("override, message", [
+    ("model.guided_attention=-1", r"model.guided_attention must be in \[0, ∞\), got -1"),
+    ("model.guided_attention_sigma=0", r"model.guided_attention_sigma must be in \(0, ∞\), got 0"),
+    ("model.ctc_weight=1.5", r"model.ctc_weight must be in \[0, 1\], got 1.5"),
+    ("model.label_smoothing=1", r"model.label_smoothing must be in \[0, 1\), got 1"),
+])
+def test_loss_weights_out_of_range_are_refused_at_start_up(override, message):
+    cfg = resolve_paths(compose_train(["task=asr", override]))
+    with pytest.raises(ConfigError, match=message):
+        check_config(cfg)
+
+
 def test_an_option_tuned_for_another_decoder_is_refused_by_name():
     # experiment=dates sets the RNN decoder's embedding_dim and hidden_size; the Transformer has neither
     cfg = resolve_paths(compose_train(["experiment=dates", "decoder=transformer"]))

@@ -4,6 +4,7 @@ the data, options a class does not take, values of the wrong type. ``ConfigError
 from __future__ import annotations
 
 import inspect
+import math
 from pathlib import Path
 
 from hydra.utils import get_class
@@ -41,6 +42,7 @@ def check_config(cfg: DictConfig) -> None:
         check_ctc_decoding(cfg)
     if isinstance(cfg.get("model"), DictConfig):
         check_init_from(cfg)
+        check_loss_weights(cfg.model)
     if cfg.get("average_checkpoints") is not None:
         check_average_checkpoints(cfg)
     check_threads(cfg.get("threads"))
@@ -124,6 +126,29 @@ def check_ctc_decoding(cfg: DictConfig) -> None:
     if isinstance(decoded, int | float) and decoded > 0 and isinstance(trained, int | float) and trained == 0:
         raise ConfigError(f"decoding.ctc_weight={decoded} decodes with the CTC head, but model.ctc_weight=0 trains "
                           "none: set model.ctc_weight > 0 (0.3, say), or decoding.ctc_weight=0")
+
+
+# model options with a valid range: lowest, highest, whether each end is allowed, and an example to set
+LOSS_RANGES = {
+    "guided_attention": (0.0, math.inf, True, False, "1.0, or 0 (off)"),
+    "guided_attention_sigma": (0.0, math.inf, False, False, "0.25"),
+    "ctc_weight": (0.0, 1.0, True, True, "0.3, or 0 (off)"),
+    "label_smoothing": (0.0, 1.0, True, False, "0.1, or 0 (off)"),
+}
+
+
+def check_loss_weights(model: DictConfig) -> None:
+    """The loss terms' weights and widths in their ranges: a negative guided attention weight would reward attention
+    off the diagonal, a width of 0 gives NaN losses, label smoothing of 1 learns nothing."""
+    for key, (low, high, with_low, with_high, example) in LOSS_RANGES.items():
+        value = model.get(key)
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            continue  # absent, or type_errors names it
+        if low < value < high or (value == low and with_low) or (value == high and with_high):
+            continue
+        upper = "∞)" if high == math.inf else f"{high:g}{']' if with_high else ')'}"
+        bounds = f"{'[' if with_low else '('}{low:g}, {upper}"
+        raise ConfigError(f"model.{key} must be in {bounds}, got {value}: set model.{key}={example}")
 
 
 def check_modality(cfg: DictConfig) -> None:
