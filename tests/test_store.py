@@ -161,3 +161,34 @@ def test_store_folders_are_keyed_by_what_the_examples_depend_on(tmp_path: Path) 
     assert store_folder(tmp_path, "text", {"a": 1}) != store_folder(tmp_path, "text", {"a": 2})
     assert store_folder(tmp_path, "text", 1).parent == tmp_path / "store"
     assert store_folder(None, "text", 1).is_relative_to(store_folder(None, "images", 1).parent)  # one temporary
+
+
+def test_a_read_only_cache_opens_its_finished_stores(tmp_path: Path, monkeypatch) -> None:
+    """A shared cache mounted read-only (simulated: creating the lock file fails, as root cannot be refused by
+    permissions): a finished store opens without the lock; one that must be prepared is a one-line DataError."""
+    import builtins
+
+    from attend.data.bad_samples import DataError
+
+    prepared_store(tmp_path / "s", range(50), prepare, shard_size=16)
+    real_open = builtins.open
+
+    def read_only(path, mode="r", *args, **kwargs):
+        if any(flag in mode for flag in "wax+"):
+            raise OSError(30, "Read-only file system", str(path))
+        return real_open(path, mode, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "open", read_only)
+    assert rows(prepared_store(tmp_path / "s", range(50), prepare, shard_size=16)) == expected_rows(range(50))
+    with pytest.raises(DataError, match=r"not prepared and cannot be written \(Read-only file system\).*cache_dir"):
+        prepared_store(tmp_path / "other", range(50), prepare, shard_size=16)
+
+
+def test_temporary_files_of_a_killed_preparation_are_removed(tmp_path: Path) -> None:
+    folder = tmp_path / "s"
+    folder.mkdir()
+    leftovers = [folder / ".shard-00003.12345.tmp", folder / ".manifest.12345.tmp"]
+    for path in leftovers:
+        path.write_bytes(b"x" * 1000)  # what a killed worker leaves
+    store = prepared_store(folder, range(50), prepare, shard_size=16)
+    assert rows(store) == expected_rows(range(50)) and not any(path.exists() for path in leftovers)

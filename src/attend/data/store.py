@@ -33,6 +33,8 @@ from typing import Any, NamedTuple
 import numpy as np
 import pyarrow as pa
 
+from attend.data.bad_samples import DataError
+
 log = logging.getLogger("attend.data")
 FORMAT = 2  # bump when what a store holds changes: older stores get a new key and are prepared again (2: tokenizer
 # states in the manifest as JSON, no longer a pickle)
@@ -265,25 +267,43 @@ def prepared_store(folder: Path, items: Iterable[Any], prepare: Callable[[list[A
     forked processes (0 or 1: this one), a bounded number of chunks at a time: ``items`` is read lazily, and only
     when something must be prepared. ``meta`` (JSON, or a function giving it once all is prepared) is kept.
     """
-    folder.mkdir(parents=True, exist_ok=True)
-    with _exclusive(folder):  # other processes wait here, then find the store finished
+    with suppress(DamagedStoreError):  # a finished store opens without the lock: a shared read-only cache works
+        if (store := open_store(folder)) is not None:
+            return store
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        lock = open(folder / ".lock", "a")  # held by _exclusive below
+    except OSError as problem:
+        raise DataError(f"the data store {folder} is not prepared and cannot be written ({problem.strerror}): set "
+                        "paths.cache_dir to a folder you can write (a read-only cache works once it is prepared)"
+                        ) from problem
+    with lock, _exclusive(lock):  # other processes wait here, then find the store finished
         try:
             store = open_store(folder)
         except DamagedStoreError as problem:
             log.warning("data store %s is damaged (%s): rebuilding it", folder, problem)
             _remove_disagreeing(folder)
             store = None
-        return store if store is not None else _build(folder, items, prepare, shard_size, workers, meta, describe)
+        if store is not None:
+            return store
+        _remove_leftovers(folder)
+        return _build(folder, items, prepare, shard_size, workers, meta, describe)
 
 
 @contextmanager
-def _exclusive(folder: Path) -> Iterator[None]:
-    with open(folder / ".lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
+def _exclusive(lock) -> Iterator[None]:
+    fcntl.flock(lock, fcntl.LOCK_EX)
+    try:
+        yield
+    finally:
+        fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def _remove_leftovers(folder: Path) -> None:
+    """Temporary shard and manifest files of a preparation that was killed (up to ~65 MB each): whoever holds the
+    lock prepares alone, so any such file is another, dead process's."""
+    for path in folder.glob(".*.tmp"):
+        path.unlink(missing_ok=True)
 
 
 def _remove_disagreeing(folder: Path) -> None:

@@ -35,7 +35,7 @@ class SpeechDataError(DataError):
     """A speech corpus layout or manifest is missing or malformed; the message names the file, the line and the fix."""
 
 
-class AudioReadError(ValueError):
+class AudioReadError(DataError):
     """An audio file is missing, corrupt or empty; the message names the file and the fix."""
 
 

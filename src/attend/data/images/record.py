@@ -32,7 +32,7 @@ class ImageCaption:
     objects: tuple[SceneObject, ...] = ()  # only synthetic scenes fill it, in caption order
 
 
-class ImageReadError(ValueError):
+class ImageReadError(DataError):
     """An image file is missing or cannot be decoded; the message names the file."""
 
 
