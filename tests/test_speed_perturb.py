@@ -67,3 +67,20 @@ def test_without_precompute_the_speed_is_applied_on_the_fly(tmp_path):
 def test_a_speed_that_is_not_a_positive_factor_is_refused(speeds):
     with pytest.raises(ValueError, match="data.modality.speed_perturb"):
         AudioModality(LogMelFrontEnd(n_mels=40), speed_perturb=speeds)
+
+
+def test_an_utterance_too_short_to_read_faster_keeps_its_own_speed(tmp_path):
+    """26 ms at 16 kHz is one 25 ms window at its own speed and none at 1.1: stored at its own speed for 1.1 (it
+    crashed the speed-perturbed store at every start)."""
+    from attend.data.audio import JsonlManifest
+    from tests.test_data_audio import TEXTS, write_manifest
+
+    source = JsonlManifest(train=write_manifest(tmp_path / "audio", "train", [0.026, 0.8, 1.2], TEXTS[:3]),
+                           val=write_manifest(tmp_path / "audio", "val", [0.6], TEXTS[:1]),
+                           test=write_manifest(tmp_path / "audio", "test", [0.7], TEXTS[:1]))
+    datamodule = make_datamodule(source, tmp_path, spec_augment=None, speed_perturb=SPEEDS)
+    encoded = datamodule.encoded["train"]
+    short = next(row for row in range(len(encoded)) if int(encoded.value("source_size", row)) == 1)
+    perturbed = datamodule.plugin.perturbed[encoded.folder.name]
+    assert bytes(perturbed.buffer("1.1", short)) == bytes(encoded.buffer("features", short))
+    assert len(perturbed.buffer("0.9", short)) == 40 * 2  # read slower, 29 ms: one window of its own
