@@ -295,3 +295,22 @@ def test_validation_and_test_log_the_ctc_heads_own_error_rate():
     assert not plain.ctc_metrics
     validated = trainer.validate(plain, dataloaders=loader, verbose=False)[0]
     assert "val/cer" in validated and "val/cer_ctc" not in validated
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"ctc_weight": 0.3}, "apply to beam search, and this checkpoint tests with greedy search: add beam_size"),
+    ({"ctc_weight": 0.3, "beam_size": 4, "_model": 0.0}, "this checkpoint's model has none"),
+    ({"ctc_weight": 1.5}, "ctc_weight=1.5 is out of range"),
+    ({"beam_size": 0}, "beam_size=0 is out of range"),
+    ({"max_len_a": -1}, "max_len_a=-1 is out of range"),
+])
+def test_eval_and_predict_options_that_cannot_decode_this_checkpoint_are_refused(options, message):
+    """Checked at start-up against the checkpoint's saved config, before any data or model is built (they failed
+    deep inside the search)."""
+    options = dict(options)
+    saved = {"model": {"ctc_weight": options.pop("_model", 0.5),
+                       "test_search": {"_target_": "attend.search.GreedySearch"}}}
+    with pytest.raises(ConfigError, match=message):
+        search_overrides(OmegaConf.create(options), saved)
+    beam = {"model": {"ctc_weight": 0.5, "test_search": {"_target_": "attend.search.BeamSearch"}}}
+    assert search_overrides(OmegaConf.create({"ctc_weight": 0.3}), beam) == {"model.test_search.ctc_weight": 0.3}

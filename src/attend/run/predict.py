@@ -34,8 +34,11 @@ def read_inputs(cfg: DictConfig) -> list[str]:
 
 def predict(cfg: DictConfig) -> list[str]:
     check_config(cfg)
+    if isinstance(cfg.get("batch_size"), bool) or not isinstance(cfg.get("batch_size"), int) or cfg.batch_size < 1:
+        raise ConfigError(f"batch_size={cfg.get('batch_size')!r}: give a whole number of inputs a batch, 1 or more")
     sources = read_inputs(cfg)
-    config, datamodule, model = restore(load_checkpoint(cfg.ckpt_path), search_overrides(cfg))
+    checkpoint = load_checkpoint(cfg.ckpt_path)
+    config, datamodule, model = restore(checkpoint, search_overrides(cfg, checkpoint["attend"]["config"]))
     plot = instantiate(config.callbacks.attention_plots.plot) if cfg.get("plots") else None
     outputs: list[str] = []
     for start in range(0, len(sources), cfg.batch_size):
