@@ -96,3 +96,26 @@ def test_a_kept_checkpoint_deleted_before_the_resume_is_left_out(tmp_path, caplo
     assert "is gone" in caplog.text
     # nothing left to choose from before the resume: the first epoch after it is the best so far
     assert best_epoch(tmp_path / "resumed") == 3 and float(resumed[0].best_model_score) == pytest.approx(0.45)
+
+
+class FittedData:
+    """A data module's tokenizer state, as ``DataModule.state_dict`` gives it."""
+
+    def __init__(self, itos: list[str]) -> None:
+        self.state = {"tgt_tokenizer": {"class": "attend.data.tokenizers.char.CharTokenizer",
+                                        "settings": {"lowercase": True}, "fitted": {"itos": itos}}}
+
+    def state_dict(self) -> dict:
+        return self.state
+
+
+def test_a_resume_whose_data_fits_other_tokenizers_is_refused():
+    """Resuming with changed data: the data module would take the checkpoint's tokenizers and the model keep its own;
+    with vocabularies of one size everything would decode with the wrong tokens. Refused in one line."""
+    from attend.run.config_checks import ConfigError
+    from attend.run.resume import check_same_tokenizers
+
+    checkpoint = {"DataModule": FittedData(["<pad>", "a", "b"]).state_dict()}
+    check_same_tokenizers(checkpoint, FittedData(["<pad>", "a", "b"]), "last.ckpt")  # the same data: resumes
+    with pytest.raises(ConfigError, match="its tokenizers differ .*model.init_from"):
+        check_same_tokenizers(checkpoint, FittedData(["<pad>", "b", "a"]), "last.ckpt")  # same size, other tokens

@@ -12,6 +12,7 @@ import numpy as np
 import torch
 from lightning.fabric.utilities.seed import _collect_rng_states, _set_rng_states
 
+from attend.run.checkpoint import datamodule_state
 from attend.run.config_checks import ConfigError
 
 log = logging.getLogger(__name__)
@@ -110,3 +111,15 @@ def resolve_ckpt_path(ckpt_path: str | None, runs_folder: Path, this_run: Path) 
             f"or ckpt_path=last for the newest run of this task"
         )
     return str(path)
+
+
+def check_same_tokenizers(checkpoint: dict, datamodule, ckpt_path) -> None:
+    """A resume continues the run it resumes: the tokenizers this config fits must be the checkpoint's. Otherwise the
+    data module would take the checkpoint's while the model kept the new ones, and with vocabularies of one size the
+    weights would load and everything decode with the wrong tokens: refused in one line."""
+    saved = datamodule_state(checkpoint, ckpt_path)
+    if saved != datamodule.state_dict():
+        raise ConfigError(
+            f"ckpt_path={ckpt_path}: its tokenizers differ from the ones this config fits on its data (the data or "
+            "the tokenizer settings changed since that run): resume with the run's own config, or start a new run "
+            "from its weights with model.init_from=... (token layers are matched by token)")

@@ -13,6 +13,7 @@ from attend.run.averaging import averaged_test_checkpoint, keep_for_averaging
 from attend.run.checkpoint_io import read_checkpoint
 from attend.run.context import run_context
 from attend.run.init_from import init_from_config
+from attend.run.resume import check_same_tokenizers
 from attend.run.summary import RunSummary
 
 
@@ -21,9 +22,13 @@ def train(cfg: DictConfig) -> float | None:
     monitored value, or None when the fit was stopped early to be resumed (its checkpoint is written and the
     message logged; an unfinished run is not tested)."""
     with run_context(cfg) as device_slot:
+        # a resume's checkpoint is read first, as data: a file that would run code is refused in one line, here
+        resumed = read_checkpoint(cfg.ckpt_path, mmap=True) if cfg.get("ckpt_path") else None
         datamodule = build_datamodule(cfg)
         datamodule.prepare_data()
         datamodule.setup("fit")
+        if resumed is not None:
+            check_same_tokenizers(resumed, datamodule, cfg.ckpt_path)
         model = build_model(cfg, datamodule, share_features=False)
         init_from_config(model, cfg)  # fine-tuning: model.init_from's weights (a resume restores its own instead)
         share_frozen_features(model.encoder, datamodule)  # from the weights the model trains with
@@ -31,8 +36,6 @@ def train(cfg: DictConfig) -> float | None:
         summary = RunSummary(cfg.paths.output_dir, cfg.monitor.metric, tested=run_test, device_slot=device_slot)
         trainer = build_trainer(cfg, datamodule, summary)
         summary.start_clock()
-        if cfg.get("ckpt_path"):
-            read_checkpoint(cfg.ckpt_path, mmap=True)  # a file that would run code is refused in one line, here
         trainer.fit(model, datamodule=datamodule, ckpt_path=cfg.get("ckpt_path"), weights_only=True)
         if summary.interrupted:
             return None
