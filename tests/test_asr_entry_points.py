@@ -100,3 +100,22 @@ def test_a_bad_threads_value_is_one_line_at_start_up(threads):
     with pytest.raises(ConfigError, match="threads must be a whole number of CPU threads") as error:
         check_config(resolve_paths(compose_train(["task=asr", f"threads={threads}"])))
     assert "\n" not in str(error.value)
+
+
+@pytest.mark.parametrize("overrides, encoder, frontend, data", [
+    (["task=asr"], "attend.encoders.whisper.WhisperEncoder", "attend.data.WhisperLogMel", "asterisk_amazon_queen"),
+    (["experiment=asr_scratch"], "attend.encoders.AudioEncoder", "attend.data.LogMelFrontEnd", "asterisk_amazon_queen"),
+    (["experiment=french"], "attend.encoders.AudioEncoder", "attend.data.LogMelFrontEnd", "french"),
+    (["experiment=espeak_numbers"], "attend.encoders.AudioEncoder", "attend.data.LogMelFrontEnd", "espeak_en"),
+    (["task=asr", "frontend=telephone", "encoder=audio"], "attend.encoders.AudioEncoder", "attend.data.LogMelFrontEnd",
+     "asterisk_amazon_queen"),
+])
+def test_each_speech_recipe_pairs_its_encoder_with_its_front_end(overrides, encoder, frontend, data):
+    """The front end is a config group (frontend=whisper | telephone) merged into data.modality: the Whisper recipe
+    reads Whisper's log-mel frames without SpecAugment, the from-scratch recipes the telephone band with it."""
+    cfg = compose_train(overrides)
+    modality = cfg.data.modality
+    assert cfg.encoder._target_ == encoder and modality.frontend._target_ == frontend
+    assert cfg.hydra.runtime.choices.data == data
+    assert (modality.spec_augment is None) == (frontend == "attend.data.WhisperLogMel")
+    check_config(resolve_paths(cfg))
