@@ -30,8 +30,10 @@ class WhisperEncoder(nn.Module):
     ``trainable_layers`` 0 keeps it all frozen; N fine-tunes the top N blocks and the final layer norm (the
     convolutions and the lower blocks stay frozen). ``stack_frames`` k joins each k consecutive outputs into one
     (k x 384 wide, 50 / k a second; a shorter last group is zero-padded): the attention and the CTC head then read k
-    times fewer positions. ``rnn_layers`` adds bidirectional GRU layers of ``rnn_hidden`` a direction over those
-    (an adapter the CTC head and the attention can learn from, as a linear layer over frozen features cannot);
+    times fewer positions. ``normalize`` standardises each position (a layer norm: Whisper's outputs have
+    per-dimension means up to 7 and spreads up to 5). ``rnn_layers`` adds bidirectional GRU layers of ``rnn_hidden``
+    a direction over those (an adapter the CTC head and the attention can learn from, as a linear layer over frozen
+    features cannot);
     ``output_dim`` adds a linear projection (null: the width before it); ``dropout`` applies to the adapter's input
     and the memory. ``input_dim`` (the data's n_mels) must be Whisper's 80.
 
@@ -44,7 +46,8 @@ class WhisperEncoder(nn.Module):
     frontend = FRONTEND  # what a start-up check may compare data.modality.frontend with
 
     def __init__(self, input_dim: int = 80, trainable_layers: int = 0, output_dim: int | None = None,
-                 dropout: float = 0.1, stack_frames: int = 1, rnn_layers: int = 0, rnn_hidden: int = 128) -> None:
+                 dropout: float = 0.1, stack_frames: int = 1, rnn_layers: int = 0, rnn_hidden: int = 128,
+                 normalize: bool = False) -> None:
         super().__init__()
         self.body = load_whisper_encoder()
         self.body.pretrained = True  # model.init leaves the loaded weights alone (attend.init)
@@ -65,6 +68,7 @@ class WhisperEncoder(nn.Module):
             raise ValueError(f"encoder.stack_frames must be 1 (none) or more, got {stack_frames}")
         self.stack_frames = stack_frames
         width = stack_frames * self.d_model
+        self.normalize = nn.LayerNorm(width) if normalize else None
         self.adapter = nn.GRU(width, rnn_hidden, num_layers=rnn_layers, batch_first=True, bidirectional=True,
                               dropout=dropout if rnn_layers > 1 else 0.0) if rnn_layers else None
         width = 2 * rnn_hidden if rnn_layers else width
@@ -82,6 +86,8 @@ class WhisperEncoder(nn.Module):
             x, positions = self.frozen_part(src, lengths)
         x = self.trained_part(x, length_mask(positions, x.size(1)))  # (B, S, 384)
         x, positions = stacked(x, positions, self.stack_frames)  # (B, S / k, k * 384)
+        if self.normalize is not None:
+            x = self.normalize(x)
         if self.adapter is not None:
             x, _ = run_packed(self.adapter, self.dropout(x), positions)  # (B, S / k, 2 * rnn_hidden)
         if self.project is not None:
