@@ -311,8 +311,10 @@ def test_an_encoder_with_stacked_frames_halves_the_memory():
 
 
 def test_an_adapter_over_the_frozen_outputs_ignores_padding():
-    encoder = WhisperEncoder(stack_frames=2, rnn_layers=1, rnn_hidden=8, output_dim=None, dropout=0.0).eval()
+    encoder = WhisperEncoder(stack_frames=2, rnn_layers=1, rnn_hidden=8, output_dim=None, dropout=0.0,
+                             normalize=True).eval()
     assert encoder.output_dim == 16 and all(p.requires_grad for p in encoder.adapter.parameters())
+    assert isinstance(encoder.normalize, torch.nn.LayerNorm) and encoder.normalize.normalized_shape == (768,)
     features = torch.randn(2, 9, 384)  # the frozen part's outputs, as the data stores them
     both = encoder(features, torch.tensor([9, 5]))
     alone = encoder(features[1:, :5], torch.tensor([5]))
