@@ -21,8 +21,8 @@ class ParallelTextError(DataError):
 
 
 class ParallelText:
-    """Pairs from line-aligned files; a pair with a blank side or a line that is not valid UTF-8 comes as a
-    ``Skipped`` item (file:line) in its place."""
+    """Pairs from line-aligned files; a pair with a blank side, a line that is not valid UTF-8 or one holding a NUL
+    byte comes as a ``Skipped`` item (file:line) in its place."""
 
     def __init__(self, root: str | os.PathLike, src_lang: str = "de", tgt_lang: str = "en", train: str = "train",
                  val: str = "val", test: str = "test") -> None:
@@ -73,6 +73,9 @@ def line_problem(path: Path, line: str | UnicodeDecodeError, number: int) -> Ski
         return Skipped(where, "invalid UTF-8", f"not valid UTF-8 ({line.reason}); re-save the file as UTF-8")
     if not line.strip():
         return Skipped(where, "empty line", f"the line is {'empty' if not line else 'only whitespace'}")
+    if "\x00" in line:  # text holds no NUL: a binary file, or UTF-16 (every other byte NUL) read as UTF-8
+        return Skipped(where, "NUL byte", "the line holds a NUL byte (a binary or UTF-16 file?); re-save the file as "
+                                          "UTF-8 text")
     return None
 
 
