@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 from pathlib import Path
 
@@ -51,18 +52,35 @@ def parse_line(line: str, where: str, folder: Path) -> Utterance:
     """One manifest line as an Utterance; ``where`` ("file:line") names it in errors."""
     try:
         entry = json.loads(line)
-    except json.JSONDecodeError as e:
+    except (ValueError, RecursionError) as e:  # JSONDecodeError; an integer of over 4300 digits; nesting too deep
         raise SpeechDataError(f"{where}: not valid JSON ({e}); each line must be one object like {LINE_FORMAT}") from e
     if not isinstance(entry, dict):
         raise SpeechDataError(f"{where}: expected a JSON object like {LINE_FORMAT}, got {type(entry).__name__}")
+    try:  # a lone surrogate escape ("\ud800") decodes to a str that no UTF-8 file or example store can hold
+        json.dumps(entry, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise SpeechDataError(f"{where}: a string holds a lone surrogate escape ({e.object[e.start]!r}), which is "
+                              "not text; fix the line") from e
     if missing := [k for k in ("audio_filepath", "text", "duration") if k not in entry]:
         raise SpeechDataError(f"{where}: missing key(s) {missing}; each line needs them all, like {LINE_FORMAT}")
     audio, text, duration = entry["audio_filepath"], entry["text"], entry["duration"]
     if not isinstance(audio, str) or not isinstance(text, str):
         raise SpeechDataError(f"{where}: audio_filepath and text must be strings; fix the line")
-    if isinstance(duration, bool) or not isinstance(duration, int | float) or duration < 0:
-        raise SpeechDataError(f"{where}: duration {duration!r} is not a number of seconds >= 0; fix the line")
+    if (seconds := seconds_or_none(duration)) is None:
+        raise SpeechDataError(f"{where}: duration {duration!r:.40} is not a number of seconds >= 0; fix the line")
     speaker = entry.get("speaker", "")
     return Utterance(key=audio, path=str(folder / audio),  # an absolute audio_filepath replaces the folder
-                     text=normalize_transcript(text), duration=float(duration),
+                     text=normalize_transcript(text), duration=seconds,
                      speaker=str(speaker) if speaker is not None else "")
+
+
+def seconds_or_none(value) -> float | None:
+    """A manifest's duration as seconds; None unless it is a finite number >= 0 (NaN, Infinity, 1e999 and integers
+    too large for a float are not)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    try:
+        seconds = float(value)
+    except OverflowError:
+        return None
+    return seconds if math.isfinite(seconds) and seconds >= 0 else None
