@@ -67,7 +67,7 @@ def file_stamp(path: str | os.PathLike | None) -> list[int] | None:
         return None
     try:
         stat = os.stat(path)
-    except OSError:
+    except (OSError, ValueError):  # ValueError: a NUL byte in the name (which no file has)
         return None
     return [stat.st_size, stat.st_mtime_ns]
 

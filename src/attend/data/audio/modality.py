@@ -210,15 +210,19 @@ def change_speed(waveform: Tensor, speed: float) -> Tensor:
 
 @torch.no_grad()
 def compute_features(frontend: nn.Module, path: str, speed: float = 1.0) -> Tensor:
-    """Log-mel features (frames, n_mels) of one audio file at ``speed``; AudioReadError for one unreadable or under a
-    window."""
+    """Log-mel features (frames, n_mels) of one audio file at ``speed``; AudioReadError for one unreadable, under a
+    window or whose features are not finite."""
     waveform = change_speed(read_audio(path, frontend.sample_rate), speed)
     if frontend.num_frames(waveform.numel()) == 0:
         raise AudioReadError(
             f"{path}: {waveform.numel() / frontend.sample_rate * 1000:.1f} ms of audio is shorter than one "
             f"analysis window ({frontend.win_length / frontend.sample_rate * 1000:g} ms): nothing to recognise"
         )
-    return frontend(waveform)
+    features = frontend(waveform)
+    if not torch.isfinite(features).all():  # samples so large (a float file's garbage) that their power overflows
+        raise AudioReadError(f"{path}: its log-mel features are not finite (samples far outside [-1, 1]); re-create "
+                             "it or remove it from the data set")
+    return features
 
 
 @contextmanager

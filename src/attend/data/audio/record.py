@@ -7,8 +7,8 @@ import os
 import re
 import unicodedata
 from dataclasses import dataclass
-from pathlib import Path
 
+import numpy as np
 import soundfile
 import torch
 import torchaudio
@@ -48,10 +48,10 @@ def clip_path(container: str | os.PathLike, offset: int, size: int) -> str:
 def open_clip(path: str | os.PathLike) -> io.BytesIO | None:
     """The bytes of a ``clip_path`` as a file object; None when ``path`` is not one (a file of that name wins)."""
     match = CLIP.match(str(path))
-    if match is None or Path(path).is_file():
+    if match is None or os.path.isfile(path):
         return None
     container, offset, size = match["container"], int(match["offset"]), int(match["size"])
-    if not Path(container).is_file():
+    if not os.path.isfile(container):
         raise AudioReadError(f"audio clip {str(path)!r}: its container {container} does not exist; check the data set "
                              "root or reinstall the package that holds it")
     with open(container, "rb") as f:
@@ -67,7 +67,7 @@ def read_audio(path: str | os.PathLike, sample_rate: int = 16000) -> torch.Tenso
     """The file's samples as (samples,) float32 mono in [-1, 1] at ``sample_rate``: channels averaged, resampled.
     ``path`` may be a ``clip_path`` (a clip inside a container file)."""
     clip = open_clip(path)
-    if clip is None and not Path(path).is_file():
+    if clip is None and not os.path.isfile(path):  # False, not an error, for a name too long or holding NUL
         raise AudioReadError(f"audio file {str(path)!r} does not exist: check the data set root or manifest paths")
     try:
         samples, rate = soundfile.read(path if clip is None else clip, dtype="float32", always_2d=True)  # (samples, C)
@@ -76,6 +76,9 @@ def read_audio(path: str | os.PathLike, sample_rate: int = 16000) -> torch.Tenso
                              "from the data set") from e
     if samples.shape[0] == 0:
         raise AudioReadError(f"audio file {str(path)!r} holds no samples; re-create it or remove it from the data set")
+    if not np.isfinite(samples).all():  # a float file's NaN or infinity would make every feature NaN
+        raise AudioReadError(f"audio file {str(path)!r} holds NaN or infinite samples; re-create it or remove it from "
+                             "the data set")
     wave = torch.from_numpy(samples).mean(dim=1)  # (samples,)
     if rate != sample_rate:
         wave = torchaudio.functional.resample(wave, orig_freq=rate, new_freq=sample_rate)  # (samples',)

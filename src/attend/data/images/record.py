@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from PIL import Image
@@ -62,7 +61,7 @@ def read_alpha(path: str | os.PathLike) -> Image.Image | None:
 
 def _read(path: str | os.PathLike, convert: Callable[[Image.Image], Any]) -> Any:
     """``convert`` of the decoded image file; ImageReadError when it is missing or cannot be read."""
-    if not Path(path).is_file():
+    if not os.path.isfile(path):  # False, not an error, for a name too long or holding NUL
         raise ImageReadError(f"image file {str(path)!r} does not exist")
     try:
         with Image.open(path) as img:
