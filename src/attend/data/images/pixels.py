@@ -15,13 +15,18 @@ from attend.data.store import ExampleStore
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
 CROP_SCALE, CROP_RATIO = (0.8, 1.0), (0.9, 1.1)  # the light random crop of training images (and stored crops)
+MAX_CANVAS = 4096 * 4096  # pixels of the padded square beyond which an image is shrunk before it is padded
 
 
 def square_resize(image: Image.Image, size: int, fill: int | tuple[int, ...] = (255, 255, 255),
                   resample=Image.Resampling.BICUBIC) -> Image.Image:
-    """Pad to a square on ``fill`` (white; centred, nothing cut off), then resize to ``size`` x ``size``."""
+    """Pad to a square on ``fill`` (white; centred, nothing cut off), then resize to ``size`` x ``size``. An image
+    whose square would be huge (a 142-byte PNG of 20000 x 1 pixels: 1.2 GB of canvas) is shrunk to ``size`` first."""
     width, height = image.size
     side = max(width, height)
+    if side * side > MAX_CANVAS:
+        width, height = max(1, round(width * size / side)), max(1, round(height * size / side))
+        image, side = image.resize((width, height), resample), size
     if width != height:
         canvas = Image.new("L" if isinstance(fill, int) else "RGB", (side, side), fill)  # a mask, or pixels
         canvas.paste(image, ((side - width) // 2, (side - height) // 2))
