@@ -15,6 +15,7 @@ log = logging.getLogger("attend.data")
 ON_ERROR_CHOICES = ("skip", "raise")
 NAMED_PER_STAGE = 10  # skips named one by one in warnings per split and stage; the rest only counted
 STAGE_WORDS = {"lines": "reading the text", "files": "reading the files", "length": "by the length limits"}
+LINE_BREAKS = {ord(c): repr(c)[1:-1] for c in "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"}  # str.splitlines splits there
 
 
 class DataError(ValueError):
@@ -74,8 +75,8 @@ class BadSamples:
     def skip(self, split: str, stage: str, key: str, reason: str, problem: str) -> None:
         """Record a bad sample and warn (first few by name); with on_error=raise, raise DataError instead."""
         if self.on_error == "raise":
-            raise DataError(f"{key}: {problem} ({reason}, {split} split). Fix or remove it, or set data.on_error=skip "
-                            "to skip such samples")
+            raise DataError(one_line(f"{key}: {problem} ({reason}, {split} split). Fix or remove it, or set "
+                                     "data.on_error=skip to skip such samples"))
         self.skips.append(Skip(split, stage, key, reason, problem))
         self.counts[split, stage] += 1
         if self.count(split, stage) <= NAMED_PER_STAGE:
@@ -91,7 +92,7 @@ class BadSamples:
             log.warning("skipped %d of %d %s of the %s split (%s)%s", skipped, total, unit, split,
                         self._reasons_text(split, stage), more)
         if (fraction := self.fraction(split)) > self.max_skip_fraction:
-            raise DataError(self._too_many_message(split, fraction))
+            raise DataError(one_line(self._too_many_message(split, fraction)))
 
     @property
     def skipped(self) -> dict[str, int]:
@@ -143,6 +144,11 @@ class BadSamples:
                 f"{self._reasons_text(split)}. First skipped: {examples}. Fix the data (or the data set path), raise "
                 "the length limits if samples are too long, or raise data.max_skip_fraction (1 never stops) to train "
                 "on what is left")
+
+
+def one_line(message: str) -> str:
+    """``message`` with its line breaks escaped: a file name may hold one, and an error stays one line."""
+    return message.translate(LINE_BREAKS)
 
 
 def decode_line(raw: bytes, number: int) -> str | UnicodeDecodeError:
