@@ -107,3 +107,14 @@ def test_the_cache_dir_of_the_command_line_moves_every_saved_path_under_the_old_
     assert moved_config.data.cache_dir == "/new" and moved_config.data.source.cache_dir == "/new/espeak"
     assert moved_config.data.source.root == "/old/corpus"
     assert moved("/old/cachet", "/old/cache", "/new") == "/old/cachet"  # a sibling with a longer name stays
+
+
+def test_unseen_caption_metrics_are_left_out_on_another_data_set(tmp_path):
+    """``*_unseen`` means captions the model never saw in training; scored on another data set's test split they
+    would be measured against that data set's training captions, so they are left out (the rest is scored)."""
+    shapes = DATES.parent / "shapes.ckpt"
+    cfg = eval_config(shapes, tmp_path / "eval", ["data=shapes", "data.source.n_train=40", "data.source.n_val=4",
+                                                   "data.source.n_test=6", f"paths.cache_dir={tmp_path / 'cache'}"])
+    metrics = evaluate(cfg)
+    assert "test/cider" in metrics and "test/pointing" in metrics
+    assert not [name for name in metrics if name.endswith("_unseen")]

@@ -210,7 +210,7 @@ class DataModule(L.LightningDataModule):
                 if not tokenizer.is_fitted:
                     tokenizer.fit(ColumnTexts(self.records["train"], "references"))
                 plugin.fit(self.records["train"])
-            if plugin.marks_unseen and split != "train":
+            if self._marks_unseen(split):
                 seen["train"] = caption_set(ColumnTexts(self.records["train"], "references"))
             yield from range(len(records))
 
@@ -236,7 +236,15 @@ class DataModule(L.LightningDataModule):
         folder = self.records[split].folder
         if folder not in self._stamps:  # a stat of every record's file: once, however often it is asked
             self._stamps[folder] = self.plugin.file_stamps(self.records[split])
-        return self.store_folder("encoded", folder.name, key, self.plugin.settings(), self._stamps[folder])
+        marked = [self._marks_unseen(split)] if self.plugin.marks_unseen else []  # a store with or without them
+        return self.store_folder("encoded", folder.name, key, self.plugin.settings(), self._stamps[folder], *marked)
+
+    def _marks_unseen(self, split: str) -> bool:
+        """Evaluation examples are marked unseen (a caption not among the training captions) only where the training
+        split is this data module's own: testing a checkpoint on another data set (``only_splits("test")``) has not
+        the model's training captions, so its ``*_unseen`` metrics are left out rather than measured against that
+        data set's training split."""
+        return self.plugin.marks_unseen and split != "train" and "train" in self.splits
 
     def _fitted(self) -> bool:  # every tokenizer, the target's and the plug-in's
         return all(t.is_fitted for t in self.tokenizers().values())
