@@ -221,6 +221,19 @@ def test_the_frozen_part_runs_once_per_utterance_and_a_second_start_runs_none(tm
     assert counted == [] and again.datasets["train"][0]["src"].shape == (30, 384)
 
 
+def test_worker_processes_store_the_same_outputs(tmp_path, frozen):
+    """Two forked workers of one thread each (a busy core then slows one of them, not both at every operation)
+    write the same store as this process alone, its width included."""
+    alone = whisper_datamodule(tmp_path / "alone", shard_size=2)
+    share_frozen_features(frozen, alone)
+    forked = whisper_datamodule(tmp_path / "forked", shard_size=2, prepare_workers=2)
+    share_frozen_features(frozen, forked)
+    for split in ("train", "val"):
+        one, two = (dm.plugin.features[dm.encoded[split].folder.name] for dm in (alone, forked))
+        assert two.meta["dim"] == one.meta["dim"] == 384 and len(two) == len(one)
+        assert all(bytes(two.buffer("1", row)) == bytes(one.buffer("1", row)) for row in range(len(one)))
+
+
 def test_each_training_speed_is_stored_once(tmp_path, frozen, counted):
     dm = whisper_datamodule(tmp_path, speeds=[0.9, 1.0, 1.1])
     share_frozen_features(frozen, dm)

@@ -51,8 +51,10 @@ def feature_store(count: int, outputs_of: Callable[[int, float], Tensor], speeds
                                                     type=pa.binary())
         return Shard(columns)
 
-    return prepared_store(folder, range(count), prepare, shard_size=shard_size, workers=0,  # torch uses the cores
-                          meta=lambda: {"dim": dims.get("dim", 0)}, describe=describe)
+    return prepared_store(folder, range(count), prepare, shard_size=shard_size, workers=workers,
+                          # forked workers record the width in their own memory: measured here on one utterance then
+                          meta=lambda: {"dim": dims.get("dim") or int(outputs_of(0, speeds[0]).size(-1))},
+                          describe=describe)
 
 
 def stored_features(store: ExampleStore, row: int, speed: float = 1.0) -> Tensor:

@@ -172,8 +172,8 @@ class AudioModality(Modality):
         folder = datamodule.store_folder("audio_features", encoded.folder.name, extractor.key, speeds)
         log.info("frozen encoder outputs of the %s split: %s", split, extractor.key)
         self.features[encoded.folder.name] = feature_store(
-            len(encoded), outputs_of, speeds, folder, self.shard_size, datamodule.prepare_workers,
-            f"{split} {self.unit} through {self.extractor.key}")
+            len(encoded), outputs_of, speeds, folder, datamodule.shard_size or self.shard_size,
+            datamodule.prepare_workers, f"{split} {self.unit} through {self.extractor.key}")
 
     def encoder_kwargs(self) -> dict[str, int]:
         return {"input_dim": self.frontend.n_mels}
