@@ -34,7 +34,7 @@ TASK_OVERRIDES = {
     ],
     "asr": [
         "task=asr", "data.source.n_train=32", "data.source.n_val=4", "data.source.n_test=4",
-        "data.loader.batch_size=8", "encoder.hidden_size=32", "model.val_search.max_len_a=0.2",
+        "data.loader.batch_size=8", "encoder.rnn_hidden=16", "encoder.output_dim=64", "model.val_search.max_len_a=0.2",
         "model.test_search.max_len_a=0.2", "model.test_search.beam_size=2", "data=espeak_en",
     ],
 }

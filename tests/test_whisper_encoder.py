@@ -332,4 +332,4 @@ def test_an_adapter_over_the_frozen_outputs_ignores_padding():
     both = encoder(features, torch.tensor([9, 5]))
     alone = encoder(features[1:, :5], torch.tensor([5]))
     assert both.values.shape == (2, 5, 16) and both.mask[1].tolist() == [True, True, True, False, False]
-    assert torch.allclose(both.values[1, :3], alone.values[0], atol=1e-6)
+    assert torch.allclose(both.values[1, :3], alone.values[0], atol=1e-5)
