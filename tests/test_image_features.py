@@ -182,3 +182,43 @@ def test_the_builder_shares_features_of_the_body_the_model_runs(tmp_path):
     expected = model.encoder.frozen_features()(normalise(pixels(dm, "val", 0)[None]))[0]
     assert expected.abs().mean() > 1e-3  # a body whose features float16 can hold
     assert torch.allclose(stored_features(store, 0), expected, atol=1e-3, rtol=1e-2)  # float16 storage
+
+
+def test_features_are_computed_on_the_runs_accelerator_by_a_copy_of_the_body():
+    """Another device than the encoder's (the run's GPU while the model is built on the CPU; "meta" stands for it
+    here) gets a copy of the body moved there; the model's own body stays, and the store's key is the same."""
+    net = encoder()
+    elsewhere = net.frozen_features(torch.device("meta"))
+    assert elsewhere.device.type == "meta" and next(net.parameters()).device.type == "cpu"
+    assert elsewhere.key == net.frozen_features().key
+    assert net.frozen_features(torch.device("cpu")).encoder is net  # already there: no copy
+
+
+@pytest.mark.parametrize("accelerator, devices, local_rank, cuda, expected", [
+    ("cpu", 1, None, True, "cpu"),
+    ("auto", 1, None, False, "cpu"),
+    ("auto", 1, None, True, "cuda:0"),
+    ("gpu", [1], None, True, "cuda:1"),
+    ("gpu", 2, "1", True, "cuda:1"),  # DDP: this process's local rank
+])
+def test_the_extraction_device_follows_the_trainer(monkeypatch, accelerator, devices, local_rank, cuda, expected):
+    from attend.builder import extraction_device
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: cuda)
+    monkeypatch.delenv("LOCAL_RANK", raising=False)
+    monkeypatch.delenv("SLURM_LOCALID", raising=False)
+    if local_rank is not None:
+        monkeypatch.setenv("LOCAL_RANK", local_rank)
+    assert extraction_device(accelerator, devices) == torch.device(expected)
+
+
+def test_a_changed_crop_range_gets_its_own_feature_store(tmp_path, monkeypatch):
+    import attend.data.images.features as features
+
+    dm = datamodule(tmp_path, feature_crops=1)
+    share_frozen_features(encoder(), dm)
+    train, val = features_of(dm, "train").folder, features_of(dm, "val").folder
+    monkeypatch.setattr(features, "CROP_SCALE", (0.5, 1.0))
+    share_frozen_features(encoder(), dm)
+    assert features_of(dm, "train").folder != train
+    assert features_of(dm, "val").folder == val  # no crops: nothing in its key changed

@@ -119,3 +119,69 @@ def test_a_resume_whose_data_fits_other_tokenizers_is_refused():
     check_same_tokenizers(checkpoint, FittedData(["<pad>", "a", "b"]), "last.ckpt")  # the same data: resumes
     with pytest.raises(ConfigError, match="its tokenizers differ .*model.init_from"):
         check_same_tokenizers(checkpoint, FittedData(["<pad>", "b", "a"]), "last.ckpt")  # same size, other tokens
+
+
+# train.py end to end: four epochs whose best (monitor.mode=max on val/loss: the first epochs) come before a
+# preemption after epoch 1; the resumed run must choose, average and test as the uninterrupted one did
+WHOLE_RUN = ["data=dates", "data.source.n_train=2000", "data.source.n_val=64", "data.source.n_test=64",
+             "encoder.embedding_dim=16", "encoder.hidden_size=32", "decoder.embedding_dim=16",
+             "decoder.hidden_size=64", "trainer.limit_train_batches=3", "trainer.limit_val_batches=1",
+             "logger=csv", "callbacks.attention_plots=null", "trainer.max_epochs=4", "monitor.metric=val/loss",
+             "monitor.mode=max", "average_checkpoints.select=best", "average_checkpoints.n=2"]
+
+
+def train_py(folder: Path, *overrides: str) -> str:
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    result = subprocess.run([sys.executable, "train.py", *WHOLE_RUN, *overrides, f"hydra.run.dir={folder}"],
+                            cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result.stdout + result.stderr
+
+
+def run_outcome(folder: Path) -> dict:
+    """What a run chose and reported: its best epoch and weights, the averaged epochs, summary.json's monitored
+    best, epochs and steps, and the test metrics."""
+    import json
+
+    summary = json.loads((folder / "summary.json").read_text())
+    best = read_checkpoint(folder / "checkpoints" / "best.ckpt")
+    return {"best_epoch": best["epoch"], "best_weights": best["state_dict"], "averaged": averaged_epochs(folder),
+            "monitored": summary["monitor"]["best"], "epochs": summary["epochs"], "steps": summary["steps"],
+            "test": json.loads((folder / "test_metrics.json").read_text())}
+
+
+def assert_same_outcome(got: dict, expected: dict) -> None:
+    assert got["best_epoch"] == expected["best_epoch"] and got["averaged"] == expected["averaged"]
+    assert got["monitored"] == pytest.approx(expected["monitored"], rel=1e-5)
+    assert (got["epochs"], got["steps"]) == (expected["epochs"], expected["steps"])
+    for name, tensor in expected["best_weights"].items():
+        torch.testing.assert_close(got["best_weights"][name], tensor, rtol=1e-5, atol=1e-6)
+    assert got["test"].keys() == expected["test"].keys()
+    assert all(got["test"][k] == pytest.approx(v, rel=1e-4, abs=1e-6) for k, v in expected["test"].items())
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory) -> Path:
+    folder = tmp_path_factory.mktemp("whole")
+    train_py(folder)
+    return folder
+
+
+def test_train_py_preempted_after_its_best_epoch_and_resumed_equals_the_uninterrupted_run(uninterrupted, tmp_path):
+    first, resumed = tmp_path / "first", tmp_path / "resumed"
+    output = train_py(first, "+callbacks.preempt._target_=tests.preempt_after_epoch.PreemptAfterEpoch",
+                      "+callbacks.preempt.epoch=1")
+    assert "SIGTERM received" in output and not (first / "test_metrics.json").exists()
+    train_py(resumed, f"ckpt_path={first / 'checkpoints' / 'last.ckpt'}")
+    expected = run_outcome(uninterrupted)
+    assert expected["best_epoch"] <= 1  # the best came before the preemption: a resume that forgot it would differ
+    assert_same_outcome(run_outcome(resumed), expected)
+
+
+def test_train_py_resumed_after_its_fit_had_finished_tests_the_same(uninterrupted, tmp_path):
+    train_py(tmp_path, f"ckpt_path={uninterrupted / 'checkpoints' / 'last.ckpt'}")
+    assert_same_outcome(run_outcome(tmp_path), run_outcome(uninterrupted))

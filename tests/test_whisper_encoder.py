@@ -234,6 +234,17 @@ def test_worker_processes_store_the_same_outputs(tmp_path, frozen):
         assert all(bytes(two.buffer("1", row)) == bytes(one.buffer("1", row)) for row in range(len(one)))
 
 
+def test_the_frozen_part_on_another_device_runs_a_copy_in_this_process(frozen):
+    """The run's GPU ("meta" stands for it here): a copy of the encoder moved there computes the outputs, the model's
+    own stays on the CPU, and no worker processes are forked (CUDA does not survive a fork)."""
+    from attend.data.audio.modality import workers_for
+
+    elsewhere = frozen.frozen_features(torch.device("meta"))
+    assert elsewhere.device.type == "meta" and frozen.body.conv1.weight.device.type == "cpu"
+    assert elsewhere.key == frozen.frozen_features().key
+    assert workers_for(elsewhere, 2) == 0 and workers_for(frozen.frozen_features(), 2) == 2
+
+
 def test_each_training_speed_is_stored_once(tmp_path, frozen, counted):
     dm = whisper_datamodule(tmp_path, speeds=[0.9, 1.0, 1.1])
     share_frozen_features(frozen, dm)

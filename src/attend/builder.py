@@ -4,8 +4,10 @@ before it is wired are ``attend.run.config_checks``)."""
 from __future__ import annotations
 
 import copy
+import os
 
 import lightning as L
+import torch
 from hydra.utils import get_class, instantiate
 from omegaconf import DictConfig, OmegaConf, open_dict
 from torch import nn
@@ -34,15 +36,34 @@ def build_encoder(cfg: DictConfig, datamodule: L.LightningDataModule) -> nn.Modu
     return instantiate(cfg.encoder, **options)
 
 
-def share_frozen_features(encoder: nn.Module, datamodule: L.LightningDataModule) -> None:
+def share_frozen_features(encoder: nn.Module, datamodule: L.LightningDataModule,
+                          device: torch.device | None = None) -> None:
     """An encoder with a frozen part (``frozen_features()``: the pretrained image encoders, Whisper) lets a data module
-    that can store features (``use_frozen_features``: captions, speech) compute that part once instead of every step.
-    Call it once the encoder holds the weights it will run with: the store is keyed by a hash of them."""
+    that can store features (``use_frozen_features``: captions, speech) compute that part once instead of every step,
+    on ``device`` (the run's accelerator, ``extraction_device``; None: where the encoder is). Call it once the encoder
+    holds the weights it will run with: the store is keyed by a hash of them."""
     frozen = getattr(encoder, "frozen_features", None)
     use = getattr(datamodule, "use_frozen_features", None)
-    extractor = frozen() if frozen is not None else None
+    extractor = frozen(device) if frozen is not None else None
     if extractor is not None and use is not None:
         use(extractor)
+
+
+def extraction_device(accelerator: str | None, devices=None) -> torch.device:
+    """Where a run's frozen features are computed: the GPU the run trains on (as Lightning picks it: ``accelerator``
+    gpu, cuda or auto with CUDA there; the first of a ``devices`` list, else this process's LOCAL_RANK under DDP or
+    SLURM), else the CPU. The model itself is still built on the CPU; Lightning moves it when the fit starts."""
+    if str(accelerator) not in ("gpu", "cuda", "auto") or not torch.cuda.is_available():
+        return torch.device("cpu")
+    if isinstance(devices, (list, tuple)) or (hasattr(devices, "__len__") and not isinstance(devices, (str, int))):
+        return torch.device("cuda", int(list(devices)[0]))
+    return torch.device("cuda", int(os.environ.get("LOCAL_RANK", os.environ.get("SLURM_LOCALID", 0))))
+
+
+def run_extraction_device(cfg: DictConfig) -> torch.device:
+    """``extraction_device`` of a training config's ``trainer`` section."""
+    trainer = cfg.get("trainer") or {}
+    return extraction_device(trainer.get("accelerator"), trainer.get("devices"))
 
 
 def build_model(cfg: DictConfig, datamodule: L.LightningDataModule, share_features: bool = True) -> Seq2Seq:
@@ -64,7 +85,7 @@ def build_model(cfg: DictConfig, datamodule: L.LightningDataModule, share_featur
     # set after instantiation: Hydra would try to instantiate the _target_ entries inside it
     model.run_config = OmegaConf.to_container(cfg, resolve=True)
     if share_features:
-        share_frozen_features(model.encoder, datamodule)
+        share_frozen_features(model.encoder, datamodule, run_extraction_device(cfg))
     return model
 
 

@@ -7,6 +7,7 @@ import hashlib
 import torch
 from torch import Tensor, nn
 
+from attend.encoders.frozen_part import on_device
 from attend.encoders.image_cnn import coordinate_channels, grid_memory
 from attend.memory import Memory
 
@@ -53,9 +54,10 @@ class PretrainedGrid(nn.Module):
             return self.cells(images.to(next(self.parameters()).dtype))  # features computed once by the data
         return self.cells(self.body_features(images))
 
-    def frozen_features(self) -> FrozenBody | None:
-        """The frozen body as a feature extractor for the data to run once; None when the body is trained."""
-        return FrozenBody(self) if self.freeze else None
+    def frozen_features(self, device: torch.device | None = None) -> FrozenBody | None:
+        """The frozen body as a feature extractor for the data to run once (on ``device``; None: where the body is);
+        None when the body is trained."""
+        return FrozenBody(self, device) if self.freeze else None
 
     def cells(self, features: Tensor) -> Memory:
         """The body's features (B, C, h, w) -> Memory over the h x w cells."""
@@ -69,20 +71,26 @@ class PretrainedGrid(nn.Module):
 class FrozenBody:
     """A frozen encoder's ``body_features`` as a ``attend.data.images.features.FeatureExtractor``: run in
     evaluation mode without gradients, named by the encoder's class and a hash of the body's weights (a store of
-    its features is found again only by the same weights)."""
+    its features is found again only by the same weights). On another ``device`` than the encoder's (the run's GPU
+    while the model is still built on the CPU) it runs a copy moved there; the encoder stays where it is."""
 
-    def __init__(self, encoder: PretrainedGrid) -> None:
-        self.encoder = encoder
+    def __init__(self, encoder: PretrainedGrid, device: torch.device | None = None) -> None:
+        self.encoder = on_device(encoder, device)
         digest = hashlib.sha1()
         for name, tensor in encoder.body.state_dict().items():
             digest.update(name.encode("utf-8"))
             digest.update(tensor.detach().cpu().contiguous().numpy().tobytes())
         self.key = f"{type(encoder).__name__}-{digest.hexdigest()[:16]}"
 
+    @property
+    def device(self) -> torch.device:
+        return next(self.encoder.body.parameters()).device
+
     def __call__(self, images: Tensor) -> Tensor:
-        """ImageNet-normalised (B, 3, H, W) float -> (B, C, h, w) float32 features, on the encoder's device."""
+        """ImageNet-normalised (B, 3, H, W) float -> (B, C, h, w) float32 features, computed on ``device``."""
         parameter = next(self.encoder.body.parameters())
         self.encoder.body.eval()  # frozen: its batch norm keeps the loaded statistics (a new module is in train mode)
         with torch.inference_mode():
             features = self.encoder.body_features(images.to(parameter.device, parameter.dtype))
         return features.float().cpu()
+

@@ -10,6 +10,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from attend.encoders.audio import run_packed
+from attend.encoders.frozen_part import on_device
 from attend.encoders.whisper_weights import load_whisper_encoder
 from attend.memory import Memory, length_mask
 
@@ -120,9 +121,10 @@ class WhisperEncoder(nn.Module):
             x = run_block(block, x, mask)
         return self.body.ln_post(x)
 
-    def frozen_features(self) -> FrozenWhisper:
-        """The frozen part as a feature extractor for the data to run once per utterance."""
-        return FrozenWhisper(self)
+    def frozen_features(self, device: torch.device | None = None) -> FrozenWhisper:
+        """The frozen part as a feature extractor for the data to run once per utterance (on ``device``; None: where
+        the encoder is)."""
+        return FrozenWhisper(self, device)
 
 
 def stacked(x: Tensor, lengths: Tensor, k: int) -> tuple[Tensor, Tensor]:
@@ -155,12 +157,13 @@ def run_block(block: nn.Module, x: Tensor, mask: Tensor) -> Tensor:
 class FrozenWhisper:
     """A Whisper encoder's frozen part as an ``attend.data.audio.frozen_features.AudioFeatureExtractor``: one
     utterance's frames (N, 80) -> (S, 384), without gradients; named by a hash of the weights and the number of
-    trained blocks (a store of its outputs is found again only by the same weights and split)."""
+    trained blocks (a store of its outputs is found again only by the same weights and split). On another ``device``
+    than the encoder's it runs a copy moved there (``on_device``)."""
 
     frontend = FRONTEND
 
-    def __init__(self, encoder: WhisperEncoder) -> None:
-        self.encoder = encoder
+    def __init__(self, encoder: WhisperEncoder, device: torch.device | None = None) -> None:
+        self.encoder = on_device(encoder, device)
         trained = [f"blocks.{i}." for i in range(encoder.frozen_blocks, len(encoder.body.blocks))]
         trained += ["ln_post."] if encoder.trainable_layers else []
         digest = hashlib.sha1()
@@ -170,8 +173,12 @@ class FrozenWhisper:
                 digest.update(tensor.detach().float().cpu().contiguous().numpy().tobytes())
         self.key = f"{type(encoder).__name__}-{digest.hexdigest()[:16]}-top{encoder.trainable_layers}"
 
+    @property
+    def device(self) -> torch.device:
+        return self.encoder.body.conv1.weight.device
+
     def __call__(self, frames: Tensor) -> Tensor:
-        """(N, 80) float -> (ceil(N / 2), 384) float32 on the CPU, computed on the encoder's device."""
+        """(N, 80) float -> (ceil(N / 2), 384) float32 on the CPU, computed on ``device``."""
         weight = self.encoder.body.conv1.weight
         with torch.inference_mode():
             lengths = torch.tensor([frames.size(0)], device=weight.device)

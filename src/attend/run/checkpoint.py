@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import torch
 from omegaconf import DictConfig, OmegaConf
 
 from attend.builder import build_datamodule, build_model, share_frozen_features
@@ -52,11 +53,12 @@ def saved_config(checkpoint: dict, overrides: dict | None = None) -> DictConfig:
     return config
 
 
-def restored_model(config: DictConfig, datamodule, checkpoint: dict):
-    """The model ``config`` describes with the checkpoint's weights, in evaluation mode."""
+def restored_model(config: DictConfig, datamodule, checkpoint: dict, device: torch.device | None = None):
+    """The model ``config`` describes with the checkpoint's weights, in evaluation mode; its frozen features (if the
+    data stores them) computed on ``device`` (None: the CPU)."""
     model = build_model(config, datamodule, share_features=False)
     model.load_state_dict(checkpoint["state_dict"])
-    share_frozen_features(model.encoder, datamodule)  # the saved body's features, not a fresh one's
+    share_frozen_features(model.encoder, datamodule, device)  # the saved body's features, not a fresh one's
     model.eval()
     return model
 

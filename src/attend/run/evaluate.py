@@ -10,6 +10,7 @@ import lightning as L
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
+from attend.builder import extraction_device
 from attend.callbacks import AttentionPlots
 from attend.run.averaging import AverageOptions, evaluated_checkpoint
 from attend.run.checkpoint import restored_model, saved_config
@@ -71,7 +72,7 @@ def evaluate(cfg: DictConfig) -> dict:
     config = with_cache_dir(saved_config(checkpoint, overrides), cfg.paths.get("cache_dir"))
     config = with_test_data(config, cfg)
     datamodule = evaluation_datamodule(config, checkpoint, cfg)
-    model = restored_model(config, datamodule, checkpoint)
+    model = restored_model(config, datamodule, checkpoint, extraction_device(cfg.accelerator))
     trainer = L.Trainer(
         accelerator=cfg.accelerator,
         devices=1,

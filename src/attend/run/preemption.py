@@ -38,6 +38,14 @@ class Preemption(L.Callback):
         self.received = signal.Signals(signum).name
 
     def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, outputs, batch, batch_idx) -> None:
+        self.save_if_signalled(trainer)
+
+    def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        # a signal during the epoch's validation: Lightning stops right after this hook (its SIGTERMException),
+        # before any next step, so the checkpoint and the message come here
+        self.save_if_signalled(trainer)
+
+    def save_if_signalled(self, trainer: L.Trainer) -> None:
         received = self.received is not None
         if trainer.world_size > 1:
             received = trainer.strategy.reduce_boolean_decision(received, all=False)

@@ -7,7 +7,8 @@ import lightning as L
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from attend.builder import build_datamodule, build_model, instantiate_all, share_frozen_features
+from attend.builder import (build_datamodule, build_model, instantiate_all, run_extraction_device,
+                            share_frozen_features)
 from attend.callbacks import latest_checkpoints_last
 from attend.run.averaging import averaged_test_checkpoint, keep_for_averaging
 from attend.run.checkpoint_io import read_checkpoint
@@ -31,7 +32,8 @@ def train(cfg: DictConfig) -> float | None:
             check_same_tokenizers(resumed, datamodule, cfg.ckpt_path)
         model = build_model(cfg, datamodule, share_features=False)
         init_from_config(model, cfg)  # fine-tuning: model.init_from's weights (a resume restores its own instead)
-        share_frozen_features(model.encoder, datamodule)  # from the weights the model trains with
+        # from the weights the model trains with, on the accelerator it trains on
+        share_frozen_features(model.encoder, datamodule, run_extraction_device(cfg))
         run_test = bool(cfg.get("run_test"))
         summary = RunSummary(cfg.paths.output_dir, cfg.monitor.metric, tested=run_test, device_slot=device_slot)
         trainer = build_trainer(cfg, datamodule, summary)

@@ -173,7 +173,7 @@ class AudioModality(Modality):
         log.info("frozen encoder outputs of the %s split: %s", split, extractor.key)
         self.features[encoded.folder.name] = feature_store(
             len(encoded), outputs_of, speeds, folder, datamodule.shard_size or self.shard_size,
-            datamodule.prepare_workers, f"{split} {self.unit} through {self.extractor.key}")
+            workers_for(extractor, datamodule.prepare_workers), f"{split} {self.unit} through {self.extractor.key}")
 
     def encoder_kwargs(self) -> dict[str, int]:
         return {"input_dim": self.frontend.n_mels}
@@ -189,6 +189,13 @@ class AudioModality(Modality):
     def sources_to_examples(self, sources: list[str]) -> list[dict[str, Any]]:
         """Audio files; AudioReadError names an unreadable one."""
         return [{"src": compute_features(self.frontend, path)} for path in sources]
+
+
+def workers_for(extractor: AudioFeatureExtractor, workers: int) -> int:
+    """Forked worker processes for an extractor on the CPU; none on a GPU (CUDA does not survive a fork, and one
+    process keeps the GPU busy)."""
+    device = getattr(extractor, "device", None)
+    return workers if device is None or torch.device(device).type == "cpu" else 0
 
 
 def check_speeds(speeds: list[float] | None) -> list[float]:

@@ -47,6 +47,12 @@ def crop_versions(pixels: Tensor, crops: int, seed: int) -> Tensor:
     return torch.stack(versions)
 
 
+def crop_key(crops: int) -> int | dict:
+    """What decides a feature store's crops, for its key: their number, and with any, the crop's scale and ratio
+    range (a changed range must not reuse crops drawn with the old one)."""
+    return crops if crops == 0 else {"crops": crops, "scale": list(CROP_SCALE), "ratio": list(CROP_RATIO)}
+
+
 def feature_store(images: ExampleStore, extractor: FeatureExtractor, crops: int, seed: int, folder,
                   describe: str) -> ExampleStore:
     """The features of every row of ``images`` (an image store), ``1 + crops`` versions each, prepared when

@@ -11,7 +11,8 @@ import numpy as np
 import pyarrow as pa
 import torch
 
-from attend.data.images.features import FeatureExtractor, feature_store, feature_versions, stored_features
+from attend.data.images.features import (FeatureExtractor, crop_key, feature_store, feature_versions,
+                                         stored_features)
 from attend.data.images.pixels import (
     denormalize,
     image_transform,
@@ -134,7 +135,7 @@ class ImageModality(Modality):
         if self.extractor is None:
             return
         crops = self.feature_crops if split == "train" else 0
-        folder = datamodule.store_folder("image_features", encoded.folder.name, self.extractor.key, crops,
+        folder = datamodule.store_folder("image_features", encoded.folder.name, self.extractor.key, crop_key(crops),
                                          datamodule.seed)
         log.info("image features of the %s split: %s", split, self.extractor.key)
         self.features[encoded.folder.name] = feature_store(encoded, self.extractor, crops, datamodule.seed, folder,
