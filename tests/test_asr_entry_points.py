@@ -84,9 +84,9 @@ def test_las_experiment_builds_the_papers_listener_and_speller():
 
 
 def test_threads_sets_torchs_cpu_threads_for_the_run(tmp_path):
-    """task=asr trains on one thread (threads: 1); the option sets torch's threads for the run."""
-    cfg = resolve_paths(compose_train(["task=asr"]))
-    assert cfg.threads == 1 and compose_train(["task=mt"]).threads is None
+    """Every task measures its threads (threads: auto, attend.callbacks.ThreadsThatFit); a number sets torch's
+    threads for the run."""
+    assert compose_train(["task=asr"]).threads == compose_train(["task=mt"]).threads == "auto"
     script = ("import torch, attend.run.context as c; from tests.test_config import compose_train, resolve_paths; "
               "cfg = resolve_paths(compose_train(['experiment=dates', 'threads=3', 'logger=csv', "
               f"'hydra.run.dir={tmp_path}', 'paths.output_dir={tmp_path}']));\n"
@@ -97,7 +97,7 @@ def test_threads_sets_torchs_cpu_threads_for_the_run(tmp_path):
 
 @pytest.mark.parametrize("threads", [0, -2, "two"])
 def test_a_bad_threads_value_is_one_line_at_start_up(threads):
-    with pytest.raises(ConfigError, match="threads must be a whole number of CPU threads") as error:
+    with pytest.raises(ConfigError, match="threads must be auto, null or a whole number of CPU threads") as error:
         check_config(resolve_paths(compose_train(["task=asr", f"threads={threads}"])))
     assert "\n" not in str(error.value)
 

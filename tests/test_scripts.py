@@ -20,8 +20,17 @@ def test_profile_step_prints_throughput_and_the_top_operators():
     assert "Self CPU" in result.stdout  # the profiler's table
 
 
+def test_thread_table_prints_a_row_of_rates_for_each_task_and_machine_state():
+    overrides = [o for o in TINY_DATES if not o.startswith("trainer.")]
+    result = run("scripts/thread_table.py", "--tasks", "mt", "--conditions", "quiet", "busy", "--steps", "3",
+                 *overrides)
+    rows = re.findall(r"^\| mt \| (quiet|busy) \| ([\d,]+) \| ([\d,]+) \| ([\d,]+) \|$", result.stdout, re.MULTILINE)
+    assert [row[0] for row in rows] == ["quiet", "busy"], result.stdout
+    assert all(int(value.replace(",", "")) > 0 for row in rows for value in row[1:])
+
+
 def test_profile_step_runs_on_the_threads_the_config_sets():
-    # train.py sets PyTorch's threads from `threads` (task=asr: 1); the timings must be of the same setting
+    # train.py sets PyTorch's threads from `threads`; the timings must be of the same setting
     overrides = [o for o in TINY_DATES if not o.startswith("trainer.")] + ["threads=3"]
     result = run("scripts/profile_step.py", *overrides, "--warmup", "1", "--steps", "2", "--top", "0")
     assert result.stdout.startswith("threads 3 ") or "\nthreads 3 " in result.stdout, result.stdout

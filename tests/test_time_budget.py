@@ -1,5 +1,6 @@
-"""The schedule fitted to trainer.max_time: epochs and the cosine horizon follow the measured epoch time, and
-after the warm-up the learning rate never rises however the epoch times vary."""
+"""The budget trainer.max_time followed by the clock: the cosine's progress is the elapsed share of the budget, the
+rate never rises after the warm-up however the step times vary, and training stops (mid-epoch if need be) leaving
+the time of one last validation, which then runs."""
 
 from __future__ import annotations
 
@@ -17,8 +18,9 @@ from lightning.pytorch.callbacks import ModelCheckpoint
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
-from attend.callbacks import FitScheduleToTime
-from attend.optim import WarmupCosine, set_horizon, warmup_cosine
+from attend.callbacks import FollowTheClock
+from attend.callbacks.time_budget import follow_clock
+from attend.optim import WarmupCosine, warmup_cosine
 
 BATCHES = 5
 STEP_SECONDS = 0.06
@@ -100,16 +102,16 @@ class ClockedRegression(SlowRegression):
         self.validated.append(self.current_epoch)
 
 
-class RecordingBudget(FitScheduleToTime):
-    """Keeps each epoch's count."""
+class RecordingBudget(FollowTheClock):
+    """Keeps the step and epoch of each validation."""
 
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
-        self.counts: list[int | None] = []
+        self.validations: list[tuple[float, int]] = []
 
-    def on_train_epoch_end(self, trainer, pl_module) -> None:
-        super().on_train_epoch_end(trainer, pl_module)
-        self.counts.append(self.fitted_epochs)
+    def on_validation_start(self, trainer, pl_module) -> None:
+        super().on_validation_start(trainer, pl_module)
+        self.validations.append((trainer.global_step, trainer.current_epoch))
 
 
 def data(samples: int = BATCHES * 4) -> DataLoader:
@@ -128,14 +130,14 @@ def trainer(max_time, max_epochs: int = 1000, callbacks: tuple = (), **kwargs) -
     )
 
 
-def fit(max_time, max_epochs=1000, model: L.LightningModule | None = None, margin: float = 0.1):
-    model, budget = model or SlowRegression(), RecordingBudget(margin=margin)
+def fit(max_time, max_epochs=1000, model: L.LightningModule | None = None, reserve_factor: float = 1.25):
+    model, budget = model or SlowRegression(), RecordingBudget(reserve_factor=reserve_factor)
     run = trainer(max_time, max_epochs, [budget])
     run.fit(model, data(), data(4) if isinstance(model, ClockedRegression) else None)
     return run, model, budget
 
 
-def noisy_pace(seed: int, first_validation: float = 90.0) -> tuple[StepSeconds, Callable[[int], float]]:
+def noisy_pace(seed: int, first_validation: float = 20.0) -> tuple[StepSeconds, Callable[[int], float]]:
     """Epochs of about 30 s whose speed varies by up to 40% from one epoch to the next; a slow first validation."""
     rng = random.Random(seed)
     speed = [rng.uniform(0.6, 1.4) for _ in range(200)]
@@ -155,42 +157,57 @@ def schedule_at_its_end(run: L.Trainer) -> bool:
     return scheduler.lr_lambdas[0].progress(scheduler.last_epoch) == 1.0
 
 
+def steps_of(epochs: int) -> int:
+    return epochs * BATCHES
+
+
 @pytest.mark.parametrize("seed", [0, 1, 2, 3])
-def test_noisy_epoch_times_never_raise_the_rate_and_the_run_ends_annealed(clock, seed):
-    """Epoch times drawn at random around 30 s in a 600 s budget: the plan may move, the rate may not rise."""
-    run, model, budget = fit({"seconds": 600}, model=ClockedRegression(clock, *noisy_pace(seed)), margin=0.05)
-    assert never_rises(model.rates[WARMUP:]), model.rates
-    assert run.current_epoch == budget.fitted_epochs  # ended by the plan, not cut off by the timer
-    assert len(model.rates) == budget.fitted_epochs * BATCHES
-    assert schedule_at_its_end(run) and model.rates[-1] < 0.1 * 0.05
-    assert model.validated[-1] == budget.fitted_epochs - 1  # the final model was validated
-    assert 0.75 * 600 < clock.now < 600  # used the minutes, ended before the hard stop
-
-
-def test_a_slow_first_epoch_is_made_up_for_by_later_counts(clock):
-    """The first epoch's pace would fit few epochs; the count grows as the faster epochs come in."""
-    model = ClockedRegression(clock, lambda epoch, batch, rank: 6.0 * (4 if epoch == 0 else 1), lambda epoch: 0.0)
+def test_noisy_step_times_never_raise_the_rate_and_the_budget_is_used_to_its_end(clock, seed):
+    """Epochs of about 30 s whose speed varies by up to 40 % in a 600 s budget: the rate never rises, and training
+    stops within a step and a validation of the budget, with a last validation of the final model."""
+    model = ClockedRegression(clock, *noisy_pace(seed))
     run, model, budget = fit({"seconds": 600}, model=model)
-    assert budget.counts[0] < budget.counts[-1] == budget.fitted_epochs == run.current_epoch
-    assert budget.counts[1:] == [budget.counts[1]] * len(budget.counts[1:])  # steady pace, steady plan
-    assert schedule_at_its_end(run)
+    assert never_rises(model.rates[WARMUP:]), model.rates
+    assert schedule_at_its_end(run) and model.rates[-1] < 0.1 * 0.2
+    assert budget.stopped_at is not None  # stopped by the budget's plan, not cut off by the timer
+    assert budget.validations[-1][0] == len(model.rates)  # the last validation saw the final weights
+    assert 600 - 2 * (8.4 + 2.0) <= clock.now <= 600  # at most about a step and a validation unused
 
 
-def test_epochs_and_schedule_fit_a_real_time_budget():
+def test_training_stops_in_the_middle_of_an_epoch_to_keep_the_last_validation(clock):
+    """Steps of 10 s, epochs of 50 s, validations of 12 s, a budget of 230 s: four whole epochs (248 s with their
+    validations) do not fit; the stop comes inside the fourth, and its validation ends inside the budget."""
+    model = ClockedRegression(clock, lambda epoch, batch, rank: 10.0, lambda epoch: 12.0)
+    run, model, budget = fit({"seconds": 230}, model=model)
+    assert len(model.rates) % BATCHES != 0  # mid-epoch
+    assert budget.validations[-1] == (len(model.rates), 3) and clock.now <= 230  # the final weights, validated
+    assert clock.now >= 230 - 10.0 - 1.25 * 12.0 - 1e-6  # nothing left but a step and the reserve
+
+
+def test_the_progress_is_the_elapsed_share_of_the_budget(clock):
+    """Steps of 3 s and no validation time in a 300 s budget (the reserve: 5 % before any validation)."""
+    model = ClockedRegression(clock, lambda epoch, batch, rank: 3.0, lambda epoch: 0.0)
+    run, model, budget = fit({"seconds": 300}, model=model)
+    factor = run.lr_scheduler_configs[0].scheduler.lr_lambdas[0]
+    share_at_warmup_end, _ = factor.clock_anchor
+    # the clock takes over after the step before the last warm-up step (its rate was set by then)
+    assert share_at_warmup_end == pytest.approx((WARMUP - 1) * 3.0 / (300 * 0.95), rel=0.05)
+    middle = len(model.rates) // 2
+    expected = 0.5 * (1 + math.cos(math.pi * ((middle * 3.0 / 300) - share_at_warmup_end)
+                                   / (1 - share_at_warmup_end)))
+    assert model.rates[middle] / 0.1 == pytest.approx(expected, abs=0.08)
+
+
+def test_a_real_time_budget_is_used_and_ends_annealed():
     run, model, budget = fit({"seconds": 3})
-    epoch_seconds = BATCHES * STEP_SECONDS
-    assert budget.fitted_epochs is not None
-    # about (3 s * 0.9) / 0.3 s = 9 epochs; the sleeps are lower bounds of the real step time
-    assert 3 <= budget.fitted_epochs <= int(3 * 0.9 / epoch_seconds)
-    assert run.current_epoch == budget.fitted_epochs  # stopped by the fitted epoch count, not the timer
-    assert len(model.rates) == budget.fitted_epochs * BATCHES
-    # the cosine reaches its end at the last step instead of being cut off near the peak rate
-    assert model.rates[-1] < 0.1 * 0.05
+    # about 3 s / 0.06 s = 50 steps; the sleeps are lower bounds of the real step time
+    assert 10 <= len(model.rates) <= 50 and budget.stopped_at is not None
+    assert model.rates[-1] < 0.1 * 0.2  # the cosine reaches its end at the last step, not cut off near the peak
     assert max(model.rates) == pytest.approx(0.1, rel=0.02)
 
 
 def reference_warmup_cosine(step: int, total: int, warmup: int, final: float) -> float:
-    """The warm-up + cosine as it was before its horizon could move (a fixed schedule must stay bit for bit)."""
+    """The warm-up + cosine as it was before the clock could drive it (a fixed schedule must stay bit for bit)."""
     if step < warmup:
         return (step + 1) / warmup
     progress = min(1.0, (step - warmup) / max(1, total - warmup))
@@ -207,44 +224,55 @@ def test_a_fixed_schedule_is_bit_for_bit_the_same(total, warmup, final):
 
 def test_without_max_time_nothing_changes():
     run, model, budget = fit(None, max_epochs=2)
-    assert budget.fitted_epochs is None and run.current_epoch == 2
-    steps = 2 * BATCHES
+    assert budget.stopped_at is None and run.current_epoch == 2
+    steps = steps_of(2)
     assert model.rates == [0.1 * reference_warmup_cosine(step, steps, WARMUP, 0.0) for step in range(steps)]
 
 
-def test_max_epochs_stays_an_upper_bound():
-    run, model, budget = fit({"seconds": 30}, max_epochs=3)
-    assert budget.fitted_epochs == 3 and run.current_epoch == 3
+def test_max_epochs_stays_an_upper_bound_and_ends_the_schedule(clock):
+    """A budget far larger than 3 epochs need: max_epochs ends the run, and the schedule ends with it."""
+    model = ClockedRegression(clock, lambda epoch, batch, rank: 1.0, lambda epoch: 0.0)
+    run, model, budget = fit({"seconds": 3000}, max_epochs=3, model=model)
+    assert run.current_epoch == 3 and budget.stopped_at is None and len(model.rates) == steps_of(3)
+    assert never_rises(model.rates[WARMUP:]) and schedule_at_its_end(run)
 
 
-@pytest.mark.parametrize("new_total", [60, 200, 1000])
-def test_a_moved_horizon_goes_on_from_the_rate_reached_and_ends_there(new_total):
+def test_the_clock_takes_over_from_the_rate_reached_and_never_goes_back():
     factor = WarmupCosine(100, warmup_steps=10, final_ratio=0.05)
-    before = [factor(step) for step in range(51)]
-    factor.set_horizon(new_total, 50)
-    rates = [factor(step) for step in range(50, new_total + 1)]
-    assert rates[0] == before[-1]  # no jump
-    assert never_rises(rates)
-    assert rates[-1] == pytest.approx(0.05) and factor.progress(new_total) == 1.0
+    before = factor(10)
+    factor.follow_clock(0.2, 9)  # after step 9 the warm-up is over: the clock takes over at share 0.2
+    assert factor(10) == before  # no jump
+    rates = []
+    for step, share in enumerate([0.3, 0.5, 0.4, 0.7, 0.65, 1.0], start=10):  # a clock read late, then early
+        factor.follow_clock(share, step)
+        rates.append(factor(step + 1))
+    assert never_rises(rates) and rates[-1] == pytest.approx(0.05) and factor.progress(0) == 1.0
 
 
-def test_a_horizon_moved_during_the_warm_up_keeps_the_whole_cosine():
+def test_the_warm_up_is_counted_in_steps_whatever_the_clock_says():
     factor = WarmupCosine(100, warmup_steps=10, final_ratio=0.0)
-    factor.set_horizon(50, 5)
-    assert factor(10) == 1.0 and factor(30) == pytest.approx(0.5) and factor(50) == pytest.approx(0.0)
+    for step in range(8):
+        factor.follow_clock(0.5, step)
+    assert factor.clock_anchor is None and factor(5) == pytest.approx(0.6)
 
 
-def test_horizon_moves_and_travels_in_the_scheduler_state():
+def test_the_clock_travels_in_the_scheduler_state():
     optimizer = torch.optim.SGD(nn.Linear(1, 1).parameters(), lr=1.0)
     scheduler = warmup_cosine(optimizer, total_steps=1000, warmup_steps=0, final_ratio=0.0)
-    for _ in range(100):
+    for step in range(100):
         optimizer.step()
+        assert follow_clock(scheduler, 0.005 * (step + 1))
         scheduler.step()
-    assert set_horizon(scheduler, 200)
-    assert scheduler.lr_lambdas[0](200) == pytest.approx(0.0)
     restored = warmup_cosine(torch.optim.SGD(nn.Linear(1, 1).parameters(), lr=1.0), total_steps=1000)
     restored.load_state_dict(scheduler.state_dict())
-    assert restored.lr_lambdas[0].total_steps == 200
-    assert [restored.lr_lambdas[0](s) for s in range(100, 201)] == [scheduler.lr_lambdas[0](s) for s in range(100, 201)]
-    assert not set_horizon(torch.optim.lr_scheduler.StepLR(optimizer, 5), 10)
-    assert WarmupCosine(100, warmup_steps=10)(4) == pytest.approx(0.5)
+    factor = restored.lr_lambdas[0]
+    assert factor.clock_progress == scheduler.lr_lambdas[0].clock_progress == pytest.approx(0.5, abs=0.01)
+    assert restored.get_last_lr() == scheduler.get_last_lr()
+    assert not follow_clock(torch.optim.lr_scheduler.StepLR(optimizer, 5), 0.5)
+
+
+@pytest.mark.parametrize("options, message", [({"reserve_factor": 0.5}, "reserve_factor must be 1 or more"),
+                                              ({"first_reserve": 0.7}, "first_reserve must be in")])
+def test_bad_options_are_refused(options, message):
+    with pytest.raises(ValueError, match=message):
+        FollowTheClock(**options)

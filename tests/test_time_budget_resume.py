@@ -1,4 +1,5 @@
-"""Resuming under a time budget: a run killed mid-epoch keeps its plan, and a finished run does not train again."""
+"""Resuming under a time budget: a run killed mid-epoch goes on with the clock it had (the Timer's elapsed time and
+the measured validations travel in checkpoints), and a run the budget had stopped does not train again."""
 
 from __future__ import annotations
 
@@ -8,8 +9,6 @@ import pytest
 from lightning.pytorch.callbacks import ModelCheckpoint
 
 from tests.test_time_budget import (
-    BATCHES,
-    WARMUP,
     ClockedRegression,
     Crash,
     FakeClock,
@@ -43,7 +42,7 @@ def train(
     **ckpt,
 ):
     """A budgeted run that writes ``folder/last.ckpt`` (every epoch, or as ``ckpt`` says); returns its parts."""
-    model, budget = steady(clock), RecordingBudget(margin=0.05)
+    model, budget = steady(clock), RecordingBudget()
     model.crash_at_step = crash_at
     checkpoint = ModelCheckpoint(dirpath=folder, filename="last", monitor=None, save_top_k=1, **ckpt)
     run = trainer(BUDGET, max_epochs, callbacks=[budget, checkpoint])
@@ -51,13 +50,9 @@ def train(
     return run, model, budget
 
 
-def horizon(run) -> int:
-    """Where the run's schedule ends."""
-    return run.lr_scheduler_configs[0].scheduler.lr_lambdas[0].total_steps
-
-
-def test_a_run_resumed_mid_epoch_keeps_its_plan(clock, tmp_path):
-    """The resumed epoch's time is only part of an epoch's: it gives no pace, and the run goes on as planned."""
+def test_a_run_resumed_mid_epoch_goes_on_with_its_clock(clock, tmp_path):
+    """Killed after step 23, resumed from step 21's checkpoint on another process's clock: the same rates step for
+    step, the same validations and the same stop as the run that was never killed."""
     whole, whole_model, whole_budget = train(clock, tmp_path / "whole")
     clock.now = 0.0
     with pytest.raises(Crash):
@@ -66,23 +61,14 @@ def test_a_run_resumed_mid_epoch_keeps_its_plan(clock, tmp_path):
     resumed, model, budget = train(
         clock, tmp_path / "resumed", ckpt_path=tmp_path / "killed" / "last.ckpt", every_n_train_steps=CHECKPOINT_EVERY,
     )
-    assert budget.counts == whole_budget.counts[4:]  # the plan it had, from the resumed epoch to the end
-    assert budget.fitted_epochs == whole_budget.fitted_epochs == resumed.current_epoch
-    assert horizon(resumed) == horizon(whole) == whole_budget.fitted_epochs * BATCHES
-    assert len(budget.paces) == len(whole_budget.paces) - 1  # no pace from the resumed part of epoch 4
+    assert resumed.global_step == whole.global_step and budget.stopped_at == pytest.approx(whole_budget.stopped_at)
     assert model.rates == whole_model.rates[-len(model.rates):]  # the same schedule, step for step
+    assert budget.validations == [v for v in whole_budget.validations if v[0] > 21]
+    assert never_rises(model.rates)
 
 
 def test_a_finished_run_resumed_does_not_train_again(clock, tmp_path):
     finished, _, finished_budget = train(clock, tmp_path / "finished")
     resumed, model, budget = train(clock, tmp_path / "again", ckpt_path=tmp_path / "finished" / "last.ckpt")
     assert model.rates == [] and resumed.global_step == finished.global_step
-    assert budget.fitted_epochs == finished_budget.fitted_epochs
-
-
-def test_a_run_that_max_epochs_ended_trains_on_when_it_is_raised(clock, tmp_path):
-    """max_epochs, not the clock, ended the first run: a larger one on resuming lets the clock plan again."""
-    first, first_model, _ = train(clock, tmp_path / "first", max_epochs=3)
-    resumed, model, budget = train(clock, tmp_path / "more", ckpt_path=tmp_path / "first" / "last.ckpt", max_epochs=5)
-    assert first.current_epoch == 3 and resumed.current_epoch == budget.fitted_epochs == 5
-    assert never_rises(first_model.rates[WARMUP:] + model.rates)
+    assert finished_budget.stopped_at is not None and budget.stopped_at == finished_budget.stopped_at

@@ -1,9 +1,9 @@
 """Learning-rate schedules, built from config as partials completed with the total step count.
 
-Each schedule is a ``LambdaLR`` over a small factor object whose ``total_steps`` (the horizon) can be
-moved after the run has started: ``attend.callbacks.FitScheduleToTime`` sets it to the steps that fit
-in ``trainer.max_time``. A moved cosine goes on from the rate it has reached, so the rate never jumps.
-LambdaLR saves the object's fields in checkpoints, so a resumed run keeps them.
+Each schedule is a ``LambdaLR`` over a small factor object. A run with a time budget drives it by the clock:
+``attend.callbacks.FollowTheClock`` calls ``follow_clock`` with the elapsed share of the budget after every step,
+and the cosine's progress follows that share instead of the step count, never going back. LambdaLR saves the
+object's fields in checkpoints, so a resumed run keeps them.
 """
 
 from __future__ import annotations
@@ -15,18 +15,19 @@ from torch.optim.lr_scheduler import LambdaLR
 
 
 class WarmupCosine:
-    """Linear warm-up, then a cosine decay to ``final_ratio`` of the peak rate at ``total_steps``.
+    """Linear warm-up, then a cosine decay to ``final_ratio`` of the peak rate.
 
-    The cosine's progress (0 at the peak, 1 at the end) runs linearly from ``anchor_progress`` at
-    ``anchor_step`` to 1 at ``total_steps``; unmoved, that is from 0 at the end of the warm-up.
+    By steps (no time budget): the cosine's progress runs from 0 at the end of the warm-up to 1 at
+    ``total_steps``. By the clock (``follow_clock``): from the progress it had when the clock took over to 1 when
+    the elapsed share of the budget reaches 1, and it never goes back, so the rate never rises after the warm-up.
     """
 
     def __init__(self, total_steps: int, warmup_steps: int = 200, final_ratio: float = 0.05) -> None:
         self.total_steps = total_steps
         self.warmup_steps = warmup_steps
         self.final_ratio = final_ratio
-        self.anchor_step = warmup_steps
-        self.anchor_progress = 0.0
+        self.clock_progress: float | None = None  # the progress the clock has set; None: by steps
+        self.clock_anchor: tuple[float, float] | None = None  # (share, progress) when the clock took over
 
     def __call__(self, step: int) -> float:
         if step < self.warmup_steps:
@@ -36,16 +37,20 @@ class WarmupCosine:
 
     def progress(self, step: int) -> float:
         """How far along the cosine ``step`` is, in [0, 1]."""
-        # unmoved (anchor_progress 0.0) this is (step - warmup) / (total - warmup), bit for bit
-        span = max(1, self.total_steps - self.anchor_step)
-        moved = self.anchor_progress + (1 - self.anchor_progress) * (step - self.anchor_step) / span
-        return max(0.0, min(1.0, moved))
+        if self.clock_progress is not None:
+            return self.clock_progress
+        return max(0.0, min(1.0, (step - self.warmup_steps) / max(1, self.total_steps - self.warmup_steps)))
 
-    def set_horizon(self, total_steps: int, step: int) -> None:
-        """End the cosine at ``total_steps``, going on from the progress it has at ``step``: no jump, never up."""
-        if step > self.anchor_step:
-            self.anchor_progress, self.anchor_step = self.progress(step), step
-        self.total_steps = total_steps
+    def follow_clock(self, share: float, step: int) -> None:
+        """The elapsed ``share`` of the budget after ``step``: the cosine's progress from then on (the warm-up,
+        counted in steps, is left alone)."""
+        if step + 1 < self.warmup_steps:
+            return  # the next step is still warming up
+        if self.clock_anchor is None:  # the clock takes over from here: no jump in the rate
+            self.clock_anchor = (share, self.progress(step + 1))
+        anchor_share, anchor_progress = self.clock_anchor
+        moved = anchor_progress + (1 - anchor_progress) * (share - anchor_share) / max(1e-9, 1 - anchor_share)
+        self.clock_progress = max(self.clock_progress or 0.0, min(1.0, moved))
 
 
 class WarmupConstant:
@@ -58,9 +63,8 @@ class WarmupConstant:
     def __call__(self, step: int) -> float:
         return min(1.0, (step + 1) / max(1, self.warmup_steps))
 
-    def set_horizon(self, total_steps: int, step: int) -> None:
-        """Keep ``total_steps`` (the rate does not depend on it)."""
-        self.total_steps = total_steps
+    def follow_clock(self, share: float, step: int) -> None:
+        """Nothing: the rate does not depend on the time."""
 
 
 def warmup_cosine(optimizer: Optimizer, total_steps: int, warmup_steps: int = 200, final_ratio: float = 0.05):
@@ -71,12 +75,3 @@ def warmup_cosine(optimizer: Optimizer, total_steps: int, warmup_steps: int = 20
 def constant(optimizer: Optimizer, total_steps: int, warmup_steps: int = 0):
     """A constant rate after an optional linear warm-up."""
     return LambdaLR(optimizer, WarmupConstant(total_steps, warmup_steps))
-
-
-def set_horizon(scheduler, total_steps: int) -> bool:
-    """Move the horizon of an Attend schedule from its current step; False for a scheduler that has none."""
-    factors = getattr(scheduler, "lr_lambdas", [])
-    movable = [factor for factor in factors if hasattr(factor, "set_horizon")]
-    for factor in movable:
-        factor.set_horizon(total_steps, scheduler.last_epoch)
-    return bool(movable)

@@ -1,144 +1,148 @@
-"""Fit the number of epochs and the learning-rate schedule to the wall-clock budget ``trainer.max_time``."""
+"""The wall-clock budget ``trainer.max_time``: a learning-rate schedule that follows the clock, and a stop, even in
+the middle of an epoch, that leaves the time of one last validation and its checkpoints."""
 
 from __future__ import annotations
 
 import logging
 import math
-import statistics
-from dataclasses import dataclass
 
 import lightning as L
 from lightning.pytorch.callbacks import Timer
 
-from attend.optim import set_horizon
-
 log = logging.getLogger(__name__)
-PACE_WINDOW = 5  # the pace is the median of this many latest whole epochs (the first one left out)
 
 
-@dataclass(frozen=True)
-class Plan:
-    """The decision rank 0 takes after an epoch and every rank applies."""
+class FollowTheClock(L.Callback):
+    """With ``trainer.max_time`` set, the run is planned in seconds, not in epochs (budgeted training, Li et al.
+    2020; Izsak et al. 2021 and Geiping and Goldstein's "Cramming", 2022, tie the schedule to the elapsed share
+    of a wall-clock budget):
 
-    epochs: int  # the last epoch (a count)
-    horizon: int  # the optimizer step where the schedule ends
-    paces: tuple[float, ...]  # seconds of each whole epoch measured so far
+    - **The schedule follows the clock.** After every optimizer step the schedule's progress (Attend's
+      ``WarmupCosine``: warm-up in steps, then the cosine) is the elapsed share of the budget left for training,
+      ``elapsed / (budget - reserve)``, so the rate reaches its floor when the budget ends, however fast the
+      machine is and however its speed changes during the run. The progress never goes back, so after the
+      warm-up the rate never rises. ``trainer.max_epochs`` (or ``max_steps``) stays an upper bound: the progress
+      is the larger of the clock's share and the share of those steps done.
+    - **The stop leaves one last validation.** ``reserve`` is the time the latest validations took, from their
+      start to the next training step (the plots and the checkpoints they choose included), times
+      ``reserve_factor``; before any was measured, ``first_reserve`` of the budget. Training stops once the next
+      step would reach into it, in the middle of an epoch if need be; Lightning then validates that model and the
+      checkpoint callbacks choose as after every validation. So no minute is left unused waiting for an epoch's
+      end, and none is spent past the budget.
+    - Rank 0 decides after every step and broadcasts, so every DDP rank has the same schedule and stops at the
+      same step whatever its own clock says. The elapsed time is Lightning's Timer's, which checkpoints carry: a
+      resumed run goes on with the share it had, and a run that had stopped at its budget does not train again.
 
-
-class FitScheduleToTime(L.Callback):
-    """With ``trainer.max_time`` set: after every epoch (training and validation), plan how many epochs fit in
-    the budget and make the last of them the last epoch and the end of the learning-rate schedule.
-
-    So a run uses the minutes it is given: a faster machine trains more epochs and a slower one fewer, and
-    either way the schedule (warm-up + cosine) ends where training ends, with a validation of the annealed
-    model. The pace is the median time of the latest whole epochs, the first one (its validation decodes an
-    untrained model's long outputs) counting only while it is the only one. The plan shrinks as soon as it no
-    longer fits leaving ``margin`` of the budget spare, and grows only when more epochs fit leaving 1.5
-    margins, so noise does not move it back and forth. When it moves, the cosine goes on from the
-    rate it has reached (``attend.optim``), so after the warm-up the rate never rises. Rank 0 decides and
-    broadcasts, so every DDP rank has the same plan whatever its own clock says. ``trainer.max_epochs``
-    stays an upper bound; without ``max_time`` nothing changes. The plan and the paces travel in checkpoints:
-    a resumed run keeps its plan (an epoch resumed in the middle gives no pace) and a run that had finished
-    does not train again, unless ``max_epochs`` had ended it and is larger now; a larger ``max_time`` given
-    on resuming an unfinished run lets the plan grow.
+    Without ``max_time`` it does nothing: fixed-step runs keep their schedule bit for bit.
     """
 
-    def __init__(self, margin: float = 0.03) -> None:
-        if not 0.0 <= margin < 1.0:
-            raise ValueError(f"callbacks.time_budget.margin must be in [0, 1), got {margin}")
-        self.margin = margin
-        self.fitted_epochs: int | None = None
-        self.paces: tuple[float, ...] = ()
-        self._last_elapsed = 0.0  # the timer's reading at the end of the previous epoch (or at the start)
-        self._whole_epoch = False  # False for an epoch resumed in the middle: its time is not an epoch's
-        self._max_epochs: int | None = None  # trainer.max_epochs as configured, before any fitting
-        self._planned_cap: int | None = None  # the max_epochs the restored plan was made under
+    def __init__(self, reserve_factor: float = 1.25, first_reserve: float = 0.05) -> None:
+        if reserve_factor < 1.0:
+            raise ValueError(f"callbacks.time_budget.reserve_factor must be 1 or more, got {reserve_factor}")
+        if not 0.0 <= first_reserve < 0.5:
+            raise ValueError(f"callbacks.time_budget.first_reserve must be in [0, 0.5), got {first_reserve}")
+        self.reserve_factor, self.first_reserve = reserve_factor, first_reserve
+        self.validation_seconds: list[float] = []  # each validation's time, to the next training step
+        self.stopped_at: float | None = None  # the elapsed seconds when the budget stopped training (checkpointed)
+        self.budget: float | None = None
+        self._validation_started: float | None = None
+        self._last_end: float | None = None  # the elapsed seconds at the end of the previous step
+        self._step_seconds: float | None = None  # a smoothed training step's time
+        self._stopping = False
+
+    # what the callback measures
 
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        timer = _timer(trainer)
-        self._last_elapsed = timer.time_elapsed() if timer is not None else 0.0
-        self._whole_epoch = False  # on_train_epoch_start says otherwise, unless Lightning resumes mid-epoch
-        self._max_epochs = trainer.max_epochs
-        if _budget(timer) is not None and self.fitted_epochs is not None and not self._cap_raised():
-            trainer.fit_loop.max_epochs = self._capped(self.fitted_epochs)  # a finished run trains no more
+        self.budget = budget_seconds(trainer)
+        self._last_end, self._validation_started, self._stopping = None, None, False
+        if self.budget is not None and self.stopped_at is not None:
+            trainer.should_stop = True  # resumed after its budget had ended it: the run is over
+            self._stopping = True
 
-    def on_train_epoch_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        self._whole_epoch = True
+    def on_validation_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if self.budget is not None and not trainer.sanity_checking:
+            self._validation_started = _elapsed(trainer)
 
-    def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        timer = _timer(trainer)
-        budget = _budget(timer)
-        if budget is None:
+    def on_train_batch_start(self, trainer: L.Trainer, pl_module: L.LightningModule, batch, batch_idx) -> None:
+        self._close_validation(trainer)
+
+    def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self._close_validation(trainer)
+
+    def _close_validation(self, trainer: L.Trainer) -> None:
+        if self._validation_started is None:
             return
-        elapsed = timer.time_elapsed()
-        plan = self.decide(trainer, elapsed, budget) if trainer.is_global_zero else None
-        self._last_elapsed = elapsed
-        self.apply(trainer, trainer.strategy.broadcast(plan, src=0))
+        now = _elapsed(trainer)
+        self.validation_seconds = (self.validation_seconds + [now - self._validation_started])[-5:]
+        self._validation_started, self._last_end = None, now  # the next step's time starts here
 
-    def decide(self, trainer: L.Trainer, elapsed: float, budget: float) -> Plan | None:
-        """The plan after this epoch from this rank's clock (rank 0's counts); None before any whole epoch."""
-        paces = self.paces + ((elapsed - self._last_elapsed,) if self._whole_epoch else ())
-        if not paces:
-            return None
-        epochs = self.plan(elapsed, budget, trainer.current_epoch + 1, pace(paces))
-        return Plan(epochs, self.horizon(trainer, epochs), paces)
+    # what it decides after each step
 
-    def plan(self, elapsed: float, budget: float, done: int, seconds: float) -> int:
-        """The last epoch: the current plan while it fits leaving the margin and no more fit leaving 1.5 margins."""
-        def most(spare: float) -> int:
-            return self._capped(done + max(0, math.floor(((1 - spare) * budget - elapsed) / seconds)))
-
-        current = None if self.fitted_epochs is None else self._capped(self.fitted_epochs)
-        fitting = most(self.margin)
-        if current is None or current > fitting:
-            return max(done, fitting)
-        return max(done, current, most(1.5 * self.margin))  # a band of half a margin: noise does not move it
-
-    def apply(self, trainer: L.Trainer, plan: Plan | None) -> None:
-        """Make ``plan.epochs`` the last epoch and ``plan.horizon`` the end of every Attend schedule."""
-        if plan is None:
+    def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, outputs, batch, batch_idx
+                           ) -> None:
+        if self.budget is None or self._stopping:
             return
-        changed = plan.epochs != self.fitted_epochs
-        self.fitted_epochs, self.paces = plan.epochs, plan.paces
-        trainer.fit_loop.max_epochs = plan.epochs
-        if changed:
-            for config in trainer.lr_scheduler_configs:
-                set_horizon(config.scheduler, plan.horizon)
-            log.info(
-                "time budget: %.0f s an epoch, %d epochs fit in trainer.max_time; the schedule now ends at step %d",
-                pace(plan.paces), plan.epochs, plan.horizon,
-            )
+        decision = self.decide(trainer) if trainer.is_global_zero else None
+        if trainer.world_size > 1:
+            decision = trainer.strategy.broadcast(decision, src=0)
+        share, stop = decision
+        for config in trainer.lr_scheduler_configs:
+            follow_clock(config.scheduler, max(share, steps_share(trainer)))
+        if stop:
+            self.stop(trainer)
 
-    @staticmethod
-    def horizon(trainer: L.Trainer, epochs: int) -> int:
-        """Optimizer steps in ``epochs`` epochs."""
-        per_epoch = math.ceil(trainer.num_training_batches / trainer.accumulate_grad_batches)
-        return epochs * per_epoch
+    def decide(self, trainer: L.Trainer) -> tuple[float, bool]:
+        """(the elapsed share of the training budget, whether to stop now) by this rank's clock."""
+        now = _elapsed(trainer)
+        if self._last_end is not None:
+            step = now - self._last_end
+            self._step_seconds = step if self._step_seconds is None else 0.8 * self._step_seconds + 0.2 * step
+        self._last_end = now
+        reserve = self.reserve()
+        share = min(1.0, now / max(self.budget - reserve, 1e-9))
+        return share, now + (self._step_seconds or 0.0) + reserve >= self.budget
 
-    def _capped(self, epochs: int) -> int:
-        """``epochs``, at most the configured ``max_epochs``."""
-        if self._max_epochs is not None and self._max_epochs > 0:
-            return min(epochs, self._max_epochs)
-        return epochs
+    def reserve(self) -> float:
+        """Seconds kept for the last validation and its checkpoints."""
+        if not self.validation_seconds:
+            return self.first_reserve * self.budget
+        return self.reserve_factor * max(self.validation_seconds[-3:])
 
-    def _cap_raised(self) -> bool:
-        """The restored plan was max_epochs's, and max_epochs is larger now: the clock decides again."""
-        cap = self._planned_cap
-        return cap is not None and cap > 0 and self.fitted_epochs >= cap and self._capped(cap + 1) > cap
+    def stop(self, trainer: L.Trainer) -> None:
+        self._stopping = True
+        trainer.should_stop = True  # Lightning validates this model before it ends the fit
+        self.stopped_at = _elapsed(trainer)
+        for config in trainer.lr_scheduler_configs:
+            follow_clock(config.scheduler, 1.0)  # the schedule ends with the training, at its floor
+        log.info("time budget: training stops at step %d (epoch %d), %.0f s of %.0f s used, %.0f s kept for a last "
+                 "validation and its checkpoints", trainer.global_step, trainer.current_epoch, self.stopped_at,
+                 self.budget, self.reserve())
 
     def state_dict(self) -> dict:
-        return {"fitted_epochs": self.fitted_epochs, "paces": list(self.paces), "max_epochs": self._max_epochs}
+        return {"validation_seconds": list(self.validation_seconds), "stopped_at": self.stopped_at,
+                "step_seconds": self._step_seconds}
 
     def load_state_dict(self, state_dict: dict) -> None:
-        self.fitted_epochs = state_dict.get("fitted_epochs")
-        self.paces = tuple(state_dict.get("paces", ()))
-        self._planned_cap = state_dict.get("max_epochs")
+        self.validation_seconds = list(state_dict.get("validation_seconds", []))
+        self.stopped_at = state_dict.get("stopped_at")
+        self._step_seconds = state_dict.get("step_seconds")
 
 
-def pace(paces: tuple[float, ...]) -> float:
-    """Seconds an epoch: the median of the latest whole epochs, the first one only while it is alone."""
-    later = paces[1:][-PACE_WINDOW:] or paces[:1]
-    return max(statistics.median(later), 1e-6)
+def follow_clock(scheduler, share: float) -> bool:
+    """Set the progress of every Attend schedule factor of ``scheduler`` to the elapsed ``share`` of the budget;
+    False for a scheduler that has none (it keeps its own steps)."""
+    factors = [factor for factor in getattr(scheduler, "lr_lambdas", []) if hasattr(factor, "follow_clock")]
+    for factor in factors:
+        factor.follow_clock(share, scheduler.last_epoch)
+    return bool(factors)
+
+
+def steps_share(trainer: L.Trainer) -> float:
+    """The share of ``max_epochs`` (or ``max_steps``) done, 0 when neither bounds the run."""
+    total = trainer.estimated_stepping_batches
+    if not math.isfinite(total) or total <= 0:
+        return 0.0
+    return min(1.0, trainer.global_step / total)
 
 
 def _timer(trainer: L.Trainer) -> Timer | None:
@@ -146,8 +150,15 @@ def _timer(trainer: L.Trainer) -> Timer | None:
     return next((c for c in trainer.callbacks if isinstance(c, Timer)), None)
 
 
-def _budget(timer: Timer | None) -> float | None:
-    """The training budget in seconds, or None without ``max_time``."""
+def _elapsed(trainer: L.Trainer) -> float:
+    """Seconds of training so far, by the Timer (a resumed run's earlier time included)."""
+    timer = _timer(trainer)
+    return timer.time_elapsed() if timer is not None else 0.0
+
+
+def budget_seconds(trainer: L.Trainer) -> float | None:
+    """The run's training budget (``trainer.max_time``) in seconds, or None without one."""
+    timer = _timer(trainer)
     if timer is None or timer.time_remaining() is None:
         return None
     return timer.time_elapsed() + timer.time_remaining()

@@ -169,10 +169,13 @@ AVERAGE_SELECTS = ("best", "last")  # what average_checkpoints.select may be (nu
 
 
 def check_threads(threads) -> None:
-    """``threads``: null (PyTorch's default) or a whole number of CPU threads, 1 or more."""
-    if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
-        raise ConfigError(f"threads must be a whole number of CPU threads, 1 or more, not {threads!r}: set threads=1, "
-                          "or threads=null for PyTorch's default (one per core)")
+    """``threads``: auto (measured while training), null (PyTorch's default) or a whole number, 1 or more."""
+    if threads is None or threads == "auto":
+        return
+    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
+        raise ConfigError(f"threads must be auto, null or a whole number of CPU threads, 1 or more, not {threads!r}: "
+                          "set threads=auto (measure which count trains fastest), threads=1, or threads=null for "
+                          "PyTorch's default (one per core)")
 
 
 def check_average_checkpoints(cfg: DictConfig) -> None:

@@ -30,9 +30,9 @@ EXPECTED_STOPS = (
 
 
 def apply_threads(cfg: DictConfig) -> None:
-    """PyTorch's CPU threads as ``threads`` says (null: its default, one per core). A model of many small steps
-    (the speller) runs as fast on one thread, and a busy core then stalls no second thread at each parallel region."""
-    if cfg.get("threads") is not None:
+    """PyTorch's CPU threads as ``threads`` says: a number fixes them; null and auto start from its default (one per
+    core), and auto lets ``attend.callbacks.ThreadsThatFit`` measure which count trains fastest."""
+    if cfg.get("threads") not in (None, "auto"):
         torch.set_num_threads(int(cfg.threads))
 
 
