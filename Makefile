@@ -8,7 +8,7 @@ DEB_PACKAGES := trans-de-en tuxpaint-stamps-default fonts-noto-color-emoji espea
 	asterisk-core-sounds-en asterisk-core-sounds-en-wav asterisk-core-sounds-fr asterisk-core-sounds-fr-wav \
 	flight-of-the-amazon-queen
 
-.PHONY: install debs train test compare benchmark bench-scale lint clean
+.PHONY: install debs train test test-slow compare benchmark bench-scale lint clean
 
 install: $(STAMP) debs
 
@@ -35,7 +35,12 @@ train: install
 	$(PY) train.py $(ARGS)
 
 test: install
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest -m "not slow" $(PYTEST_ARGS)
+
+# the slower tier: the benchmark scripts end to end, DDP and sweep orchestration, the matrix's Luong and Transformer
+# sweeps (CI runs it after make test)
+test-slow: install
+	$(PY) -m pytest -m slow $(PYTEST_ARGS)
 
 # every attention type on the dates and the shapes, then the comparison tables of docs/results.md (about an hour here)
 ATTENTION_TYPES := additive,dot,scaled_dot,general,cosine,location,multihead,hard

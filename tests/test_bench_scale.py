@@ -121,6 +121,7 @@ def check_modality(stdout: str, results: dict, modality: str, sizes: list[int]) 
         assert line in stdout, line
 
 
+@pytest.mark.slow
 def test_quick_text_has_every_figure(tmp_path: Path) -> None:
     run, results = run_script(tmp_path, "--modalities", "text", "--text-sizes", "60,120")
     check_modality(run.stdout, results, "text", [60, 120])

@@ -31,6 +31,8 @@ ROOT = Path(__file__).resolve().parents[1]
 TRAINING_FIGURES = {"median_step_ms", "target_tokens_per_s", "target_padding_fraction", "model_tflops_per_s",
                     "mfu", "peak_memory_mb", "losses"}
 
+pytestmark = pytest.mark.slow  # the benchmark script end to end: make test-slow (CI runs both tiers)
+
 
 @pytest.fixture(scope="module")
 def quick(tmp_path_factory) -> tuple[str, dict]:

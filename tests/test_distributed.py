@@ -52,6 +52,7 @@ def test_ddp_validation_loss_matches_one_process_with_the_same_global_batch(tmp_
     assert ddp["val"]["val/loss"] == pytest.approx(single["val"]["val/loss"], abs=1e-4)
 
 
+@pytest.mark.slow
 def test_multirun_of_ddp_jobs_makes_one_folder_and_one_wandb_run_per_job(tmp_path):
     sweep = tmp_path / "sweep"
     run(
@@ -106,6 +107,7 @@ def scored(rows: list[list[str]], metrics: dict[str, str]) -> dict[str, float]:
     return scores
 
 
+@pytest.mark.slow
 def test_ddp_scores_an_uneven_evaluation_split_once_like_one_process(tmp_path):
     """2 ranks on 3 validation and 3 test batches score each sentence once: every val and test metric (text,
     attention, loss) equals one process's after the same training, and test_metrics.json scores test_predictions.tsv."""

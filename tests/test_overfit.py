@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 from hydra import compose, initialize_config_dir
 from hydra.utils import instantiate
@@ -63,6 +64,7 @@ def test_captioner_overfits_a_few_shapes_images(tmp_path):
     assert decoded.result.grid == (8, 8) and decoded.result.weights.shape[-1] == 64
 
 
+@pytest.mark.slow
 def test_recognizer_overfits_a_few_utterances(tmp_path):
     cfg, model, batch, _ = overfit_one_batch(
         [

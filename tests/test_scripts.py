@@ -8,6 +8,8 @@ import re
 import subprocess
 import sys
 
+import pytest
+
 from tests.conftest import ROOT
 from tests.test_entry_points import TINY_DATES, run
 
@@ -20,6 +22,7 @@ def test_profile_step_prints_throughput_and_the_top_operators():
     assert "Self CPU" in result.stdout  # the profiler's table
 
 
+@pytest.mark.slow
 def test_thread_table_prints_a_row_of_rates_for_each_task_and_machine_state():
     overrides = [o for o in TINY_DATES if not o.startswith("trainer.")]
     result = run("scripts/thread_table.py", "--tasks", "mt", "--conditions", "quiet", "busy", "--steps", "3",
@@ -113,6 +116,7 @@ def test_compare_runs_says_what_is_missing(tmp_path):
     assert "Traceback" not in result.stderr
 
 
+@pytest.mark.slow
 def test_epoch_ablation_stops_each_variant_after_the_epochs_asked_for(tmp_path):
     """Two variants of a tiny dates model, each stopped after its second validation of a 50-epoch schedule."""
     kept = [o for o in TINY_DATES if not o.startswith(("trainer.max_epochs", "trainer.limit_train_batches"))]
@@ -133,6 +137,7 @@ def test_epoch_ablation_stops_each_variant_after_the_epochs_asked_for(tmp_path):
         assert not (tmp_path / name / "test_metrics.json").exists()
 
 
+@pytest.mark.slow
 def test_speed_perturbation_benchmark_prints_first_and_cached_starts():
     small = ["experiment=espeak_numbers", "data.source.n_train=8", "data.source.n_val=2", "data.source.n_test=2"]
     result = run("scripts/bench_speed_perturb.py", *small)

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import optuna
+import pytest
 from optuna.trial import TrialState
 
 from tests.conftest import ROOT
@@ -66,6 +67,7 @@ def optuna_sweep(sweep: Path, trials: int) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.slow
 def test_optuna_sweep_of_three_trials_resumes_from_its_sqlite_study(tmp_path):
     """Two trials, then a trial left RUNNING (as a killed sweep leaves it), then the same command with
     n_trials=3: the interrupted trial's parameters run again as trial 3, the two finished ones are kept."""
@@ -125,6 +127,7 @@ def test_a_trial_is_pruned_from_its_validation_metric(tmp_path):
     assert summary["counts"] == {"completed": 0, "pruned": 1, "failed": 0}
 
 
+@pytest.mark.slow
 def test_parallel_launcher_runs_jobs_at_the_same_time_in_their_own_slots(tmp_path):
     sweep = tmp_path / "sweep"
     run(
