@@ -7,7 +7,8 @@ machine as it is and with one core kept busy by another process (the table of do
 Each figure is scripts/profile_step.py's (non-padding target tokens a second over timed training steps on real
 batches, no Lightning loop) run in its own process. "2 processes x 1 thread" runs two such processes at once and
 adds their rates: what two one-thread DDP ranks could reach at best (DDP also waits at each step's all-reduce for
-the slower rank). "busy" starts `python3 -c 'while True: pass'` for the measurement, as the judge of issue 39 does.
+the slower rank). "busy" starts `python3 -c 'while True: pass'` for the measurement, as another user's job on a
+shared machine would.
 The data of each task must be prepared once first (a first start of train.py, or this script's own first run).
 """
 
