@@ -23,6 +23,8 @@ from attend.metrics import CIDErD, Decoded
 from attend.search import SearchResult
 from tests.test_config import compose_train, resolve_paths
 
+pytestmark = pytest.mark.slow  # DDP runs of two processes each: make test-slow (CI runs both tiers)
+
 HYPOTHESES = [
     "a red ball", "a blue square", "a green circle above a red square", "a small blue triangle",
     "a red square left of a circle", "two big circles", "a green triangle under a blue circle", "the square",

@@ -3,6 +3,7 @@ run resumed from a checkpoint continuing the same W&B run."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from attend.run.wandb_run import CHECKPOINT_KEY
@@ -20,6 +21,7 @@ def wandb_run_folders(run_dir) -> list:
     return sorted((run_dir / "wandb").glob("offline-run-*"))
 
 
+@pytest.mark.slow
 def test_wandb_run_is_named_from_the_config_and_resumed_runs_continue_it(tmp_path):
     first, resumed = tmp_path / "first", tmp_path / "resumed"
     run("train.py", *SHORT, f"hydra.run.dir={first}")

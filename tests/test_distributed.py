@@ -11,6 +11,8 @@ import attend.metrics
 from tests.test_entry_points import pngs, run
 from tests.test_matrix import TASK_OVERRIDES
 
+pytestmark = pytest.mark.slow  # DDP runs of two processes each: make test-slow (CI runs both tiers)
+
 DDP_CPU = ["trainer=ddp", "trainer.accelerator=cpu", "trainer.devices=2", "trainer.precision=32-true"]
 TINY_DECODER = ["decoder.embedding_dim=16", "decoder.hidden_size=64"]
 

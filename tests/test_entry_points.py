@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from omegaconf import OmegaConf
 
 from attend.data import DatePairs
@@ -118,6 +119,7 @@ def test_eval_names_a_missing_checkpoint(tmp_path):
     assert "nope.ckpt" in result.stderr and "does not exist" in result.stderr
 
 
+@pytest.mark.slow
 def test_hparams_grid_sweep_runs_every_combination_in_its_own_folder(tmp_path):
     # the command line replaces the grid's list of learning rates: 2 rates x 2 dropouts = 4 jobs
     result = run(

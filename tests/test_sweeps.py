@@ -34,6 +34,7 @@ def run_failing(*overrides: str, env: dict | None = None, timeout: int = 300) ->
     return result
 
 
+@pytest.mark.slow
 def test_a_failing_job_does_not_stop_the_sweep_and_compare_reads_the_rest(tmp_path):
     """lr=-1 fails inside Adam; the other two jobs finish, the summary names the failure, the exit status is 1.
     compare_runs then reads the finished runs: table, CSV, bar chart and attention grid."""

@@ -17,6 +17,8 @@ from scripts.tensorboard_screenshot import running_tensorboard
 from tests.test_entry_points import run
 from tests.test_sweeps import TINY_MT
 
+pytestmark = pytest.mark.slow  # a sweep of train.py runs: make test-slow (CI runs both tiers)
+
 TENSORBOARD_MT = [o for o in TINY_MT if not o.startswith("logger=")] + ["logger=tensorboard"]
 RUNS = {"0/tensorboard/mt-dates-rnn-additive-luong": "additive", "1/tensorboard/mt-dates-rnn-dot-luong": "dot"}
 

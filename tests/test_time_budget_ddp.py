@@ -15,6 +15,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import lightning.pytorch.callbacks.timer as timer_module
+import pytest
 from lightning.pytorch.strategies import DDPStrategy
 
 from tests.test_time_budget import (
@@ -27,6 +28,8 @@ from tests.test_time_budget import (
     noisy_pace,
     trainer,
 )
+
+pytestmark = pytest.mark.slow  # a two-process DDP run: make test-slow (CI runs both tiers)
 
 ROOT = Path(__file__).resolve().parents[1]
 SKEW = (1.0, 2.5)  # rank 1's clock runs 2.5 times as fast: alone, it would stop far sooner

@@ -7,8 +7,7 @@ import lightning as L
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from attend.builder import (build_datamodule, build_model, instantiate_all, run_extraction_device,
-                            share_frozen_features)
+from attend.builder import build_datamodule, build_model, instantiate_all, run_extraction_device, share_frozen_features
 from attend.callbacks import latest_checkpoints_last
 from attend.run.averaging import averaged_test_checkpoint, keep_for_averaging
 from attend.run.checkpoint_io import read_checkpoint

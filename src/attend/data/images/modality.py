@@ -11,8 +11,7 @@ import numpy as np
 import pyarrow as pa
 import torch
 
-from attend.data.images.features import (FeatureExtractor, crop_key, feature_store, feature_versions,
-                                         stored_features)
+from attend.data.images.features import FeatureExtractor, crop_key, feature_store, feature_versions, stored_features
 from attend.data.images.pixels import (
     denormalize,
     image_transform,
