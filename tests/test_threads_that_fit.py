@@ -51,7 +51,7 @@ def machine(monkeypatch):
 def started(every_seconds: float = 1000.0) -> ThreadsThatFit:
     """The callback as on_train_start leaves it on a 2-core CPU run with a budget."""
     callback = ThreadsThatFit(probe_steps=4, every_seconds=every_seconds, skip_steps=2)
-    callback.active, callback.candidates, callback.chosen = True, [1, 2], 2
+    callback.active, callback.candidates, callback.chosen, callback.initial = True, [1, 2], 2, 2
     callback.on_train_epoch_start(None, None)
     return callback
 
@@ -69,6 +69,9 @@ def test_it_measures_both_counts_and_trains_on_the_faster(machine):
     assert callback.chosen == 2 and callback.measurements == 1
     assert sorted(len(costs) for costs in callback.costs.values()) == [4, 4]
     assert module.logged[-20:] == [2.0] * 20 and 1.0 in module.logged  # both were tried, then 2 only
+    torch.set_num_threads(1)
+    callback.on_train_end(None, module)
+    assert torch.get_num_threads() == callback.initial  # a multirun's next job starts from the machine's count
 
 
 def test_a_machine_that_becomes_busy_is_measured_again_at_once_and_gets_one_thread(machine):

@@ -46,6 +46,7 @@ class ThreadsThatFit(L.Callback):
         self.active = False
         self.candidates: list[int] = []
         self.chosen: int | None = None
+        self.initial = torch.get_num_threads()  # the count a run starts from (PyTorch's default: the cores)
         self.chosen_cost: float | None = None  # seconds per target token of the chosen count when measured
         self.schedule: list[int] = []  # thread counts of the steps of the measurement under way
         self.costs: dict[int, list[float]] = {}
@@ -65,7 +66,11 @@ class ThreadsThatFit(L.Callback):
         if len(self.candidates) == 1:
             self.active = False  # one core: nothing to choose
             return
-        self.chosen = cores
+        self.chosen = self.initial = cores
+
+    def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if self.active:  # the next job of a multirun in this process starts from the machine's count again
+            torch.set_num_threads(self.initial)
 
     def on_train_epoch_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         self.last = time.perf_counter()
