@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import os
+from collections.abc import Sequence
 
 import lightning as L
 import torch
@@ -55,8 +56,8 @@ def extraction_device(accelerator: str | None, devices=None) -> torch.device:
     SLURM), else the CPU. The model itself is still built on the CPU; Lightning moves it when the fit starts."""
     if str(accelerator) not in ("gpu", "cuda", "auto") or not torch.cuda.is_available():
         return torch.device("cpu")
-    if isinstance(devices, (list, tuple)) or (hasattr(devices, "__len__") and not isinstance(devices, (str, int))):
-        return torch.device("cuda", int(list(devices)[0]))
+    if isinstance(devices, Sequence) and not isinstance(devices, str):  # a list, or OmegaConf's ListConfig
+        return torch.device("cuda", int(devices[0]))
     return torch.device("cuda", int(os.environ.get("LOCAL_RANK", os.environ.get("SLURM_LOCALID", 0))))
 
 

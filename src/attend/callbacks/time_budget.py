@@ -49,19 +49,22 @@ class FollowTheClock(L.Callback):
         self._last_end: float | None = None  # the elapsed seconds at the end of the previous step
         self._step_seconds: float | None = None  # a smoothed training step's time
         self._stopping = False
+        self._timer: Timer | None = None  # Lightning's, found once a fit
+        self._total_steps = math.inf  # the steps max_epochs (or max_steps) allows, found once a fit
 
     # what the callback measures
 
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         self.budget = budget_seconds(trainer)
         self._last_end, self._validation_started, self._stopping = None, None, False
+        self._timer, self._total_steps = _timer(trainer), trainer.estimated_stepping_batches
         if self.budget is not None and self.stopped_at is not None:
             trainer.should_stop = True  # resumed after its budget had ended it: the run is over
             self._stopping = True
 
     def on_validation_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         if self.budget is not None and not trainer.sanity_checking:
-            self._validation_started = _elapsed(trainer)
+            self._validation_started = self._elapsed()
 
     def on_train_batch_start(self, trainer: L.Trainer, pl_module: L.LightningModule, batch, batch_idx) -> None:
         self._close_validation(trainer)
@@ -72,7 +75,7 @@ class FollowTheClock(L.Callback):
     def _close_validation(self, trainer: L.Trainer) -> None:
         if self._validation_started is None:
             return
-        now = _elapsed(trainer)
+        now = self._elapsed()
         self.validation_seconds = (self.validation_seconds + [now - self._validation_started])[-5:]
         self._validation_started, self._last_end = None, now  # the next step's time starts here
 
@@ -87,13 +90,13 @@ class FollowTheClock(L.Callback):
             decision = trainer.strategy.broadcast(decision, src=0)
         share, stop = decision
         for config in trainer.lr_scheduler_configs:
-            follow_clock(config.scheduler, max(share, steps_share(trainer)))
+            follow_clock(config.scheduler, max(share, steps_share(trainer.global_step, self._total_steps)))
         if stop:
             self.stop(trainer)
 
     def decide(self, trainer: L.Trainer) -> tuple[float, bool]:
         """(the elapsed share of the training budget, whether to stop now) by this rank's clock."""
-        now = _elapsed(trainer)
+        now = self._elapsed()
         if self._last_end is not None:
             step = now - self._last_end
             self._step_seconds = step if self._step_seconds is None else 0.8 * self._step_seconds + 0.2 * step
@@ -111,12 +114,16 @@ class FollowTheClock(L.Callback):
     def stop(self, trainer: L.Trainer) -> None:
         self._stopping = True
         trainer.should_stop = True  # Lightning validates this model before it ends the fit
-        self.stopped_at = _elapsed(trainer)
+        self.stopped_at = self._elapsed()
         for config in trainer.lr_scheduler_configs:
             follow_clock(config.scheduler, 1.0)  # the schedule ends with the training, at its floor
         log.info("time budget: training stops at step %d (epoch %d), %.0f s of %.0f s used, %.0f s kept for a last "
                  "validation and its checkpoints", trainer.global_step, trainer.current_epoch, self.stopped_at,
                  self.budget, self.reserve())
+
+    def _elapsed(self) -> float:
+        """Seconds of training so far, by the Timer (a resumed run's earlier time included)."""
+        return self._timer.time_elapsed() if self._timer is not None else 0.0
 
     def state_dict(self) -> dict:
         return {"validation_seconds": list(self.validation_seconds), "stopped_at": self.stopped_at,
@@ -137,23 +144,16 @@ def follow_clock(scheduler, share: float) -> bool:
     return bool(factors)
 
 
-def steps_share(trainer: L.Trainer) -> float:
-    """The share of ``max_epochs`` (or ``max_steps``) done, 0 when neither bounds the run."""
-    total = trainer.estimated_stepping_batches
+def steps_share(step: int, total: float) -> float:
+    """The share of the ``total`` steps max_epochs (or max_steps) allows done, 0 when neither bounds the run."""
     if not math.isfinite(total) or total <= 0:
         return 0.0
-    return min(1.0, trainer.global_step / total)
+    return min(1.0, step / total)
 
 
 def _timer(trainer: L.Trainer) -> Timer | None:
     """Lightning's Timer callback, there when ``trainer.max_time`` is set."""
     return next((c for c in trainer.callbacks if isinstance(c, Timer)), None)
-
-
-def _elapsed(trainer: L.Trainer) -> float:
-    """Seconds of training so far, by the Timer (a resumed run's earlier time included)."""
-    timer = _timer(trainer)
-    return timer.time_elapsed() if timer is not None else 0.0
 
 
 def budget_seconds(trainer: L.Trainer) -> float | None:
