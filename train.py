@@ -3,8 +3,8 @@
 import hydra
 from omegaconf import DictConfig
 
+from attend.run.context import reported_as_messages
 from attend.run.train import train
-from attend.run.user_errors import reported_as_messages
 
 
 @hydra.main(version_base="1.3", config_path="conf", config_name="train")

@@ -11,9 +11,9 @@ from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig
 
 from attend.builder import build_datamodule
+from attend.config.checks import check_config
 from attend.data.bucketing import BucketBatchSampler
 from attend.data.dataset import StoreDataset
-from attend.run.config_checks import check_config
 
 ROOT = Path(__file__).resolve().parents[1]
 # the fixed benchmark model on the default Ding German->English data: 8k SentencePiece units each side,

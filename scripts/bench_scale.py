@@ -85,7 +85,7 @@ def child(spec: dict) -> dict:
     from hydra.utils import instantiate
 
     from attend.builder import build_datamodule, build_model
-    from attend.run.config_checks import check_config
+    from attend.config.checks import check_config
 
     result["import_s"] = time.time() - import_start
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):

@@ -31,7 +31,7 @@ from hydra.utils import instantiate
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root: benchmarks/
 
-from attend.run.config_checks import ConfigError
+from attend.config.errors import ConfigError
 from benchmarks.attention_types import compare_attention_types
 from benchmarks.decoding import compare_decoding
 from benchmarks.flops import peak_flops, sizes_from_config

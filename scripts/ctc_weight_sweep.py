@@ -18,9 +18,9 @@ import time
 import torch
 from hydra.utils import instantiate
 
+from attend.checkpoints.saved_run import load_run, restore
+from attend.config.errors import ConfigError
 from attend.metrics import CharErrorRate, WordErrorRate
-from attend.run.checkpoint import load_checkpoint, restore
-from attend.run.config_checks import ConfigError
 
 
 class Scores:
@@ -49,7 +49,9 @@ def main() -> None:
     parser.add_argument("--beam-size", type=int, default=None, help="default: the checkpoint's test search's")
     args = parser.parse_args()
     torch.set_grad_enabled(False)
-    config, datamodule, model = restore(load_checkpoint(args.ckpt_path))
+    run = load_run(args.ckpt_path)
+    datamodule, model = restore(run)
+    config = run.config
     if model.ctc_head is None:
         raise ConfigError(f"{args.ckpt_path} has no CTC head (trained with model.ctc_weight=0): nothing to sweep")
     datamodule.setup("test")

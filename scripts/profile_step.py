@@ -26,7 +26,8 @@ from omegaconf import DictConfig
 from torch.profiler import profile
 
 from attend.builder import build_datamodule, build_model
-from attend.run.config_checks import ConfigError, check_config
+from attend.config.checks import check_config
+from attend.config.errors import ConfigError
 from attend.run.context import apply_threads
 
 ROOT = Path(__file__).resolve().parents[1]

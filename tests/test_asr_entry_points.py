@@ -10,8 +10,9 @@ import pytest
 import torch
 from hydra.utils import instantiate
 
+from attend.config.checks import check_config
+from attend.config.errors import ConfigError
 from attend.data.audio import EspeakSpeech
-from attend.run.config_checks import ConfigError, check_config
 from tests.conftest import ROOT
 from tests.test_config import compose_train, resolve_paths
 from tests.test_entry_points import pngs, run

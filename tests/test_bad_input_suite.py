@@ -27,10 +27,10 @@ from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 from PIL import Image
 
+from attend.config.errors import ConfigError
 from attend.data import DataModule, ParallelText
 from attend.data.audio import JsonlManifest
 from attend.data.bad_samples import DataError
-from attend.run.config_checks import ConfigError
 from tests.data_modules import caption_datamodule, speech_datamodule, text_datamodule
 from tests.test_data_images import FileSource, record
 

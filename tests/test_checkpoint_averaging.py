@@ -16,8 +16,9 @@ from hydra import compose, initialize_config_dir
 from omegaconf import open_dict
 from torch import nn
 
-from attend.run.averaging import AVERAGED_FILE, AverageOptions, average_kept, average_state_dicts, kept_folder
-from attend.run.config_checks import ConfigError, check_config
+from attend.checkpoints.averaging import AVERAGED_FILE, AverageOptions, average_kept, average_state_dicts, kept_folder
+from attend.config.checks import check_config
+from attend.config.errors import ConfigError
 from attend.run.evaluate import evaluate
 from tests.conftest import ROOT
 
@@ -96,7 +97,7 @@ def test_floats_are_averaged_in_their_own_dtype_and_integers_are_the_newest():
 
 
 def test_fewer_kept_than_n_averages_those_there_are_and_says_so(three, caplog):
-    with caplog.at_level(logging.INFO, logger="attend.run.averaging"):
+    with caplog.at_level(logging.INFO, logger="attend.checkpoints.averaging"):
         _, said = average_kept(three, AverageOptions("best", 5))
     assert said.startswith("the average of 3 best checkpoints")
     assert "average_checkpoints.n=5, but" in caplog.text and "averaging those 3" in caplog.text

@@ -15,9 +15,10 @@ from hydra.utils import get_class, instantiate
 from omegaconf import OmegaConf, open_dict
 
 from attend.builder import build_encoder
+from attend.config.checks import check_config
+from attend.config.errors import ConfigError
+from attend.config.option_types import type_errors
 from attend.memory import Memory
-from attend.run.config_checks import ConfigError, check_config
-from attend.run.config_types import type_errors
 from tests.conftest import ROOT
 
 CONF = ROOT / "conf"

@@ -17,12 +17,13 @@ from omegaconf import OmegaConf
 from torch.utils.data import DataLoader
 
 from attend.attention import AdditiveAttention
+from attend.checkpoints.saved_config import search_overrides
+from attend.config.checks import check_config
+from attend.config.errors import ConfigError
 from attend.data import CharTokenizer
 from attend.decoders import BahdanauDecoder, LuongDecoder
 from attend.metrics import CharErrorRate
 from attend.model import Seq2Seq
-from attend.run.config_checks import ConfigError, check_config
-from attend.run.evaluate import search_overrides
 from attend.search import BeamSearch, CTCPrefixScorer, GreedySearch, ctc_best_path
 from tests.test_asr_model import FrameEncoder
 from tests.test_config import CONF, compose_train, resolve_paths

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from attend.run.wandb_run import CHECKPOINT_KEY
+from attend.callbacks.wandb_run_id import CHECKPOINT_KEY
 from tests.test_entry_points import run
 from tests.test_sweeps import TINY_MT
 

@@ -204,7 +204,7 @@ def test_no_readable_utterance_is_a_read_error(manifest, tmp_path):
     for _ in range(2):  # prepared, then found in the cache
         with pytest.raises(AudioReadError, match="none of the 2 utterances of the val split could be read"):
             make_datamodule(manifest, tmp_path, max_skip_fraction=1.0)
-    from attend.run.user_errors import reported_as_messages
+    from attend.run.context import reported_as_messages
 
     with pytest.raises(SystemExit) as stopped, reported_as_messages():  # an entry point prints it in one line
         make_datamodule(manifest, tmp_path, max_skip_fraction=1.0)

@@ -7,12 +7,13 @@ from pathlib import Path
 
 import pytest
 from hydra import compose, initialize_config_dir
-from hydra.utils import instantiate
+from hydra.utils import get_method, instantiate
 from omegaconf import OmegaConf
 
+from attend.config.checks import check_config
+from attend.config.errors import ConfigError
+from attend.config.renamed_options import targets, upgrade, upgrade_config
 from attend.data import AudioModality, TextModality
-from attend.data.options import upgrade
-from attend.run.config_checks import ConfigError, check_config
 from tests.test_config import resolve_paths
 
 CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
@@ -90,3 +91,26 @@ def test_an_old_speech_config_is_upgraded_to_frames() -> None:
     modality = instantiate(new.modality)
     assert isinstance(modality, AudioModality) and modality.frontend.hop_ms == 10.0
     assert isinstance(instantiate({"_target_": "attend.data.TextModality", "tokenizer": new.tokenizer}), TextModality)
+
+
+def test_a_class_named_where_it_used_to_be_is_refused_with_where_it_is_now() -> None:
+    with pytest.raises(ConfigError, match="classes moved") as error:
+        check_config(composed("callbacks.preemption._target_=attend.run.preemption.Preemption"))
+    assert "callbacks.preemption._target_=attend.run.preemption.Preemption is now " \
+           "attend.callbacks.preemption.Preemption" in str(error.value)
+
+
+def test_a_config_saved_before_the_harness_moved_names_todays_classes() -> None:
+    today = composed()
+    saved = OmegaConf.to_container(today, resolve=False)
+    for (group, name), old in {("callbacks", "preemption"): "attend.run.preemption.Preemption",
+                               ("callbacks", "resume_position"): "attend.run.resume.ResumePosition",
+                               ("logger", "wandb"): "attend.run.loggers.WandbLogger"}.items():
+        saved[group][name]["_target_"] = old
+    saved["trainer"]["plugins"][0]["_target_"] = "attend.run.checkpoint_io.AtomicCheckpointIO"
+    upgraded = upgrade_config(OmegaConf.create(saved))
+    assert OmegaConf.to_container(upgraded, resolve=False) == OmegaConf.to_container(today, resolve=False)
+    for _key, target in targets(OmegaConf.to_container(upgraded, resolve=False)):
+        if target.startswith("attend."):
+            get_method(target)  # everything it names is importable where it says
+    assert upgrade_config(today) == today  # a current config comes back equal

@@ -10,9 +10,9 @@ import sys
 import pytest
 from omegaconf import OmegaConf
 
+from attend.checkpoints.saved_config import moved, with_cache_dir, with_test_data
+from attend.config.errors import ConfigError
 from attend.data import ParallelText, WordTokenizer
-from attend.run.config_checks import ConfigError
-from attend.run.eval_data import moved, with_cache_dir, with_test_data
 from attend.run.evaluate import evaluate
 from tests.conftest import DATES, ROOT, eval_config
 from tests.data_modules import text_datamodule

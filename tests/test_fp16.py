@@ -61,7 +61,7 @@ def test_fp16_mixed_skipped_nan_steps_leave_the_scaler_ready_for_the_next():
 FP16_PLUGINS = (  # train.py with Lightning's fp16 plugin on the CPU (precision=16-mixed becomes bf16 there)
     "trainer.precision=null",
     "trainer.plugins=[{_target_:lightning.pytorch.plugins.MixedPrecision,precision:16-mixed,device:cpu},"
-    "{_target_:attend.run.checkpoint_io.AtomicCheckpointIO}]",
+    "{_target_:attend.checkpoints.files.AtomicCheckpointIO}]",
 )
 
 

@@ -1,7 +1,9 @@
-"""The layers import downwards only, read from the source with ``ast`` (nothing is imported): the data modules
-know nothing of metrics, the run harness, callbacks or the model, the builder nothing of the run harness
-(which sits above it: its config checks and entry points call the builder), and what data and metrics share
-(``caption_tokens``) nothing of either."""
+"""The rooms import downwards only, read from the source with ``ast`` (nothing is imported). From the ground up:
+``attend.config`` (ConfigError, the start-up checks, renamed options) and ``attend.ranks`` import no other room;
+the data modules know nothing of metrics, the model or any room of the harness; the builder nothing of the harness;
+``attend.checkpoints`` nothing of the callbacks, loggers or entry points; the callbacks nothing of the loggers or
+entry points; the loggers nothing of the entry points (``attend.run``, on top). What data and metrics share
+(``caption_tokens``) imports neither."""
 
 from __future__ import annotations
 
@@ -13,10 +15,20 @@ import pytest
 from tests.conftest import ROOT
 
 PACKAGE = ROOT / "src" / "attend"
+HARNESS = ("attend.checkpoints", "attend.callbacks", "attend.loggers", "attend.run")
+# every room of the package, for the ground floor's rule: a top-level module or package under src/attend
+ROOMS = tuple(sorted(f"attend.{path.stem}" for path in PACKAGE.iterdir()
+                     if path.name != "__init__.py" and (path.suffix == ".py" or (path / "__init__.py").is_file())))
 # a module (and everything under it) -> the packages it must not import from
 RULES = {
-    "attend.data": ("attend.metrics", "attend.run", "attend.callbacks", "attend.model"),
-    "attend.builder": ("attend.run",),
+    "attend.config": tuple(room for room in ROOMS if room != "attend.config"),
+    "attend.ranks": tuple(room for room in ROOMS if room != "attend.ranks"),
+    "attend.data": ("attend.metrics", "attend.model", *HARNESS),
+    "attend.builder": HARNESS,
+    "attend.model": HARNESS,
+    "attend.checkpoints": ("attend.callbacks", "attend.loggers", "attend.run"),
+    "attend.callbacks": ("attend.loggers", "attend.run"),
+    "attend.loggers": ("attend.run",),
     "attend.caption_tokens": ("attend.data", "attend.metrics"),  # below both, which share it
 }
 
@@ -73,21 +85,30 @@ def test_the_layers_import_downwards_only():
 
 def test_the_rules_cover_real_modules():
     names = {module_name(path) for path in sources()}
-    assert {"attend.builder", "attend.caption_tokens"} <= names and any(within(name, "attend.data") for name in names)
+    assert {"attend.builder", "attend.caption_tokens", "attend.ranks"} <= names
+    for room in ("attend.data", "attend.config", "attend.checkpoints", "attend.callbacks", "attend.loggers"):
+        assert any(within(name, room) for name in names), room
+    assert {"attend.config", "attend.checkpoints", "attend.callbacks", "attend.loggers", "attend.run"} <= set(ROOMS)
 
 
 @pytest.mark.parametrize(
     "module, source",
     [
         ("attend.data.unseen", "from attend.metrics.caption import caption_tokens"),
-        ("attend.data.text.dates", "import attend.run.checkpoint"),
+        ("attend.data.text.dates", "import attend.checkpoints.saved_run"),
         ("attend.data.images.pixels", "def f():\n    from attend.callbacks import AttentionPlots"),
         ("attend.data.store", "if TYPE_CHECKING:\n    from attend.model import Seq2Seq"),
         ("attend.data.text.dates", "from ...metrics import BLEU"),  # relative: attend.metrics
         ("attend.data.text.dates", "from ... import model"),  # attend.model
-        ("attend.builder", "from attend.run.config_checks import ConfigError"),
+        ("attend.builder", "from attend.run.train import build_trainer"),
         ("attend.builder", "from .run import config_checks"),
         ("attend.caption_tokens", "from attend.metrics.caption import CaptionBLEU"),
+        ("attend.config.checks", "from attend.data.modality import Modality"),
+        ("attend.ranks", "from attend.config.errors import ConfigError"),
+        ("attend.checkpoints.averaging", "from attend.callbacks.keep_for_averaging import KeepForAveraging"),
+        ("attend.callbacks.run_summary", "from attend.run.context import run_context"),
+        ("attend.callbacks.wandb_run_id", "from attend.loggers.wandb_run import WandbLogger"),
+        ("attend.loggers.wandb_run", "from attend.run.train import train"),
     ],
 )
 def test_an_import_against_the_rules_is_caught(module, source):
@@ -102,6 +123,9 @@ def test_an_import_against_the_rules_is_caught(module, source):
         ("attend.data.store", "from attend.metrics_helpers import x"),  # a name that only starts the same
         ("attend.run.evaluate", "from attend.builder import build_model\nfrom attend.metrics import BLEU"),
         ("attend.builder", "from attend.model import Seq2Seq"),
+        ("attend.callbacks.keep_for_averaging", "from attend.checkpoints.averaging import read_kept"),
+        ("attend.loggers.wandb_run", "from attend.callbacks.wandb_run_id import CHECKPOINT_KEY"),
+        ("attend.checkpoints.saved_run", "from attend.config.errors import ConfigError\nfrom attend.builder import x"),
     ],
 )
 def test_imports_the_rules_allow_pass(module, source):

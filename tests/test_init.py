@@ -54,7 +54,8 @@ def test_pytorch_defaults_are_left_alone_and_unknown_schemes_refused():
 
 def test_an_unknown_scheme_stops_at_start_up_by_name():
     """model.init and model.loss_normalization are named choices: checked with the config, before any data."""
-    from attend.run.config_checks import ConfigError, check_config
+    from attend.config.checks import check_config
+    from attend.config.errors import ConfigError
     from tests.test_config import compose_train, resolve_paths
 
     for override, expected in (("model.init=orthogonal", "model.init must be one of xavier, pytorch"),

@@ -11,13 +11,14 @@ import sys
 import pytest
 import torch
 
+from attend.checkpoints.init_from import init_from, init_from_config
+from attend.config.checks import check_config
+from attend.config.errors import ConfigError
 from attend.data import CharTokenizer
 from attend.decoders import LuongDecoder
 from attend.encoders import TextEncoder
 from attend.model import Seq2Seq
-from attend.run.config_checks import ConfigError, check_config
-from attend.run.init_from import init_from, init_from_config
-from attend.run.user_errors import reported_as_messages
+from attend.run.context import reported_as_messages
 from tests.conftest import DATES, ROOT, additive
 from tests.test_config import compose_train, resolve_paths
 
@@ -61,7 +62,7 @@ def test_the_tensors_that_match_in_name_and_shape_are_copied_and_the_others_repo
     path = save(pretrained, tmp_path / "best.ckpt")
     model = seq2seq(seed=2, hidden=16)  # the same vocabularies and encoder, a wider decoder
     fresh, saved = values(model), pretrained.state_dict()
-    with caplog.at_level(logging.INFO, logger="attend.run.init_from"):
+    with caplog.at_level(logging.INFO, logger="attend.checkpoints.init_from"):
         init_from(model, path, ["all"])
     copied = []
     for name, tensor in model.state_dict().items():
@@ -90,7 +91,7 @@ def test_token_rows_are_copied_by_token_and_new_tokens_keep_their_fresh_rows(tmp
     fresh, saved = values(model), pretrained.state_dict()
     old, new = pretrained.tokenizers["target"], model.tokenizers["target"]
     assert old.vocab_size == new.vocab_size and old.vocab.itos != new.vocab.itos
-    with caplog.at_level(logging.INFO, logger="attend.run.init_from"):
+    with caplog.at_level(logging.INFO, logger="attend.checkpoints.init_from"):
         init_from(model, path, ["all"])
     state = model.state_dict()
     shared = 0
@@ -127,7 +128,7 @@ def test_a_resumed_run_keeps_its_own_weights(tmp_path, caplog):
     cfg.ckpt_path = str(tmp_path / "last.ckpt")
     model = seq2seq(seed=2)
     fresh = values(model)
-    with caplog.at_level(logging.INFO, logger="attend.run.init_from"):
+    with caplog.at_level(logging.INFO, logger="attend.checkpoints.init_from"):
         init_from_config(model, cfg)
     for name, tensor in model.state_dict().items():
         torch.testing.assert_close(tensor, fresh[name], rtol=0, atol=0)

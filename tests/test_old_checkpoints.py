@@ -11,11 +11,11 @@ from types import SimpleNamespace
 import pytest
 import torch
 
+from attend.checkpoints.saved_run import datamodule_state, load_checkpoint
+from attend.config.errors import ConfigError
 from attend.decoders import LuongDecoder
 from attend.encoders import TextEncoder
 from attend.model import Seq2Seq
-from attend.run.checkpoint import datamodule_state, load_checkpoint
-from attend.run.config_checks import ConfigError
 from attend.run.evaluate import evaluate
 from tests.conftest import ROOT, additive, eval_config
 

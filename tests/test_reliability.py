@@ -17,9 +17,9 @@ import pytest
 import torch
 
 from attend.builder import build_datamodule, build_model
+from attend.checkpoints.files import AtomicCheckpointIO, NonFiniteWeightsError
+from attend.loggers.wandb_run import online_problem
 from attend.model import NonFiniteLossError
-from attend.run.checkpoint_io import AtomicCheckpointIO, NonFiniteWeightsError
-from attend.run.wandb_run import online_problem
 from tests.conftest import ROOT
 from tests.test_config import compose_train, resolve_paths
 from tests.test_data_text import MULTI30K

@@ -13,9 +13,9 @@ import torch
 from torch import nn
 
 from attend.callbacks import ResumableCheckpoint, latest_checkpoints_last
-from attend.run.averaging import read_kept
-from attend.run.checkpoint_io import read_checkpoint
-from attend.run.keep_for_averaging import KeepForAveraging
+from attend.callbacks.keep_for_averaging import KeepForAveraging
+from attend.checkpoints.averaging import read_kept
+from attend.checkpoints.files import read_checkpoint
 
 SCORES = [0.5, 0.3, 0.4, 0.45, 0.35]  # val/loss by epoch: the best is epoch 1, the second best epoch 4
 
@@ -112,8 +112,8 @@ class FittedData:
 def test_a_resume_whose_data_fits_other_tokenizers_is_refused():
     """Resuming with changed data: the data module would take the checkpoint's tokenizers and the model keep its own;
     with vocabularies of one size everything would decode with the wrong tokens. Refused in one line."""
-    from attend.run.config_checks import ConfigError
-    from attend.run.resume import check_same_tokenizers
+    from attend.checkpoints.resume import check_same_tokenizers
+    from attend.config.errors import ConfigError
 
     checkpoint = {"DataModule": FittedData(["<pad>", "a", "b"]).state_dict()}
     check_same_tokenizers(checkpoint, FittedData(["<pad>", "a", "b"]), "last.ckpt")  # the same data: resumes

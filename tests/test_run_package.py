@@ -1,5 +1,5 @@
-"""The run harness lives in attend.run: train() holds only the run, run_context what surrounds it, and the
-RunSummary callback writes the run's files."""
+"""The run harness, attend.run, holds the entry points and what surrounds them: train() holds only the run,
+run_context what surrounds it, and the RunSummary callback writes the run's files."""
 
 from __future__ import annotations
 
@@ -15,21 +15,22 @@ from torch.utils.data import DataLoader, TensorDataset
 
 import attend
 import attend.run
+from attend.callbacks.run_summary import RunSummary
 from attend.run.context import EXPECTED_STOPS, expected_stop
-from attend.run.summary import RunSummary
 from attend.run.train import train
 
-MOVED = {
-    "train", "evaluate", "predict", "checkpoint", "checkpoint_io", "resume", "preemption", "distributed",
-    "parallel_jobs", "wandb_run", "optuna_pruning", "user_errors", "config_types",
-}
+CONF = Path(attend.__path__[0]).parents[1] / "conf"
 
 
-def test_the_run_harness_is_no_longer_at_the_package_root():
-    at_root = {p.stem for p in Path(attend.__path__[0]).glob("*.py")}
-    assert not at_root & MOVED
-    in_run = {p.stem for p in Path(attend.run.__path__[0]).glob("*.py")}
-    assert MOVED <= in_run
+def test_the_run_harness_holds_only_the_entry_points_and_what_surrounds_them():
+    files = sorted(Path(attend.run.__path__[0]).glob("*.py"))
+    lines = sum(len(path.read_text(encoding="utf-8").splitlines()) for path in files)
+    assert len(files) <= 7 and lines <= 500, (len(files), lines)
+
+
+def test_no_config_names_a_class_in_the_run_harness():
+    named = [str(path.relative_to(CONF)) for path in CONF.rglob("*.yaml") if "attend.run." in path.read_text()]
+    assert not named, named
 
 
 def imported_names(path: Path) -> set[str]:

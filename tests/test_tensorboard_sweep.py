@@ -12,7 +12,7 @@ import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from tensorboard.plugins.hparams import metadata
 
-from attend.run.loggers import TensorBoardLogger
+from attend.loggers.tensorboard_run import TensorBoardLogger
 from scripts.tensorboard_screenshot import running_tensorboard
 from tests.test_entry_points import run
 from tests.test_sweeps import TINY_MT

@@ -12,12 +12,12 @@ from pathlib import Path
 import pytest
 import torch
 
+from attend.checkpoints.averaging import read_kept
+from attend.checkpoints.files import UnreadableCheckpointError, read_checkpoint
+from attend.checkpoints.saved_run import load_checkpoint
+from attend.config.errors import ConfigError
 from attend.data.tokenizers.tokenizer import UntrustedStateError, states_from_text, states_to_text
-from attend.run.averaging import read_kept
-from attend.run.checkpoint import load_checkpoint
-from attend.run.checkpoint_io import UnreadableCheckpointError, read_checkpoint
-from attend.run.config_checks import ConfigError
-from attend.run.wandb_run import run_id_in_checkpoint
+from attend.loggers.wandb_run import run_id_in_checkpoint
 from tests.conftest import DATES
 from tests.test_cache_repair import started, store_files
 

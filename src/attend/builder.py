@@ -1,5 +1,5 @@
 """Wiring: data module, encoder, attention, decoder and LightningModule from one config (the checks of a config
-before it is wired are ``attend.run.config_checks``)."""
+before it is wired are ``attend.config.checks``)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from torch import nn
 from attend.model import Seq2Seq
 
 # options of the model section that the run harness reads, not the LightningModule: the checkpoint a fresh run
-# starts from and which of its parts (attend.run.init_from)
+# starts from and which of its parts (attend.checkpoints.init_from)
 HARNESS_MODEL_OPTIONS = ("init_from", "init_parts")
 
 

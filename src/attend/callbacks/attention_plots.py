@@ -31,7 +31,7 @@ class AttentionPlots(L.Callback):
     """Decode a fixed set of validation examples each validation epoch; plot and log their attention.
 
     PNGs land in ``<output_dir>/attention/epoch_XXX/``; every logger that can show them (``log_attention``,
-    ``attend.run.loggers``: W&B, TensorBoard) receives them with each example's source, reference and
+    ``attend.loggers.tensorboard_run``: W&B, TensorBoard) receives them with each example's source, reference and
     output. With multi-head attention ``per_head`` draws one panel per head; otherwise the heads' mean.
     """
 

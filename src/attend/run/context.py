@@ -1,4 +1,7 @@
-"""run_context(cfg): what surrounds a training run, so that train() holds only the run itself."""
+"""What surrounds an entry point: ``run_context(cfg)`` around a training run, so that train() holds only the run
+itself, and ``reported_as_messages()`` around every entry point, so that an error a user can fix (a config value, a
+file, the data, a diverging run) is said in one line with the fix and exit status 2, not as a traceback from deep
+inside a library."""
 
 from __future__ import annotations
 
@@ -12,20 +15,39 @@ import lightning as L
 import torch
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from attend.run.config_checks import check_config
-from attend.run.distributed import in_a_sweep, is_global_zero, one_job_of_a_sweep, relaunch_ranks_as_this_job
-from attend.run.loggers import configure_tensorboard
+from attend.checkpoints.files import NonFiniteWeightsError, UnreadableCheckpointError
+from attend.checkpoints.resume import resolve_ckpt_path
+from attend.config.checks import check_config
+from attend.config.errors import ConfigError
+from attend.config.hydra_choices import config_choices
+from attend.data.bad_samples import DataError
+from attend.loggers.tensorboard_run import configure_tensorboard
+from attend.loggers.wandb_run import configure_wandb, finish_wandb_run
+from attend.model import NonFiniteLossError
+from attend.ranks import in_a_sweep, is_global_zero, one_job_of_a_sweep, relaunch_ranks_as_this_job
 from attend.run.parallel_jobs import device_slot
-from attend.run.resume import resolve_ckpt_path
-from attend.run.summary import config_choices
-from attend.run.wandb_run import configure_wandb, finish_wandb_run
 
 log = logging.getLogger(__name__)
+
+USER_ERRORS = (ConfigError, DataError, NonFiniteLossError, NonFiniteWeightsError, UnreadableCheckpointError)
+
+
+@contextlib.contextmanager
+def reported_as_messages() -> Iterator[None]:
+    """Run an entry point; a user error becomes its message and exit status 2. In a sweep it propagates,
+    so the sweep records it against its job and goes on with the others."""
+    try:
+        yield
+    except USER_ERRORS as error:
+        if in_a_sweep():
+            raise
+        print(f"Error: {type(error).__name__}: {error}", file=sys.stderr)  # where Hydra prints its own errors
+        raise SystemExit(2) from None
 
 # exceptions that end a sweep's job as planned, not as a failure: ``module.Class`` names, so that checking an
 # error imports nothing (an exception of a module never imported cannot have been raised)
 EXPECTED_STOPS = (
-    "optuna.exceptions.TrialPruned",  # a pruned Optuna trial (attend.run.optuna_pruning); the sweeper records it
+    "optuna.exceptions.TrialPruned",  # a pruned Optuna trial (attend.callbacks.optuna_pruning); the sweeper records it
 )
 
 

@@ -1,5 +1,5 @@
-"""evaluate(cfg): test metrics of a checkpoint (or of the average of several: attend.run.averaging), on its own test
-split or another data config's (attend.run.eval_data), saved as JSON, with its attention plots."""
+"""evaluate(cfg): test metrics of a checkpoint (or of the average of several: attend.checkpoints.averaging), on its
+own test split or another data config's (attend.checkpoints.saved_config), saved as JSON, with its attention plots."""
 
 from __future__ import annotations
 
@@ -12,48 +12,11 @@ from omegaconf import DictConfig, OmegaConf
 
 from attend.builder import extraction_device
 from attend.callbacks import AttentionPlots
-from attend.run.averaging import AverageOptions, evaluated_checkpoint
-from attend.run.checkpoint import restored_model, saved_config
-from attend.run.config_checks import ConfigError, check_config
-from attend.run.eval_data import evaluation_datamodule, with_cache_dir, with_test_data
-from attend.run.summary import write_results
-
-# eval.py's and predict.py's search options and the smallest value each takes (ctc_weight is at most 1 too)
-SEARCH_OPTIONS = {"beam_size": 1, "length_penalty": 0.0, "min_len_ratio": 0.0, "max_len_a": 0.0, "max_len_b": 0,
-                  "ctc_weight": 0.0}
-BEAM_ONLY = ("beam_size", "length_penalty", "min_len_ratio", "ctc_weight")  # options GreedySearch does not take
-
-
-def search_overrides(cfg: DictConfig, saved: dict | None = None) -> dict:
-    """Dotted keys of the saved config that this evaluation changes (search settings), checked at start-up against
-    the checkpoint's saved config ``saved``: a value out of range, a beam-search option on a greedy search, or joint
-    CTC decoding of a model without a CTC head is a ConfigError naming the fix."""
-    given = {key: cfg[key] for key in SEARCH_OPTIONS if cfg.get(key) is not None}
-    for key, value in given.items():
-        lowest = SEARCH_OPTIONS[key]
-        if isinstance(value, bool) or not isinstance(value, int | float) or value < lowest or (
-                key == "ctc_weight" and value > 1):
-            raise ConfigError(f"{key}={value!r} is out of range: give a number of at least {lowest:g}"
-                              + (" and at most 1" if key == "ctc_weight" else "") + f", or drop {key}")
-    if saved is not None:
-        check_search_against_model(given, saved)
-    overrides = {f"model.test_search.{key}": value for key, value in given.items()}
-    if "beam_size" in given:
-        overrides["model.test_search._target_"] = "attend.search.BeamSearch"
-    return overrides
-
-
-def check_search_against_model(given: dict, saved: dict) -> None:
-    """The options given fit the checkpoint's search and model (``saved``, its run config)."""
-    model = saved.get("model", {})
-    beam = "beam_size" in given or model.get("test_search", {}).get("_target_") == "attend.search.BeamSearch"
-    greedy_only = [key for key in BEAM_ONLY if key in given] if not beam else []
-    if greedy_only:
-        raise ConfigError(f"{', '.join(greedy_only)} apply to beam search, and this checkpoint tests with greedy "
-                          "search: add beam_size=5 (say) to search with a beam")
-    if given.get("ctc_weight", 0) > 0 and not model.get("ctc_weight"):
-        raise ConfigError(f"ctc_weight={given['ctc_weight']} decodes with a CTC head, and this checkpoint's model has "
-                          "none (trained with model.ctc_weight=0): drop ctc_weight, or set ctc_weight=0")
+from attend.callbacks.run_summary import write_results
+from attend.checkpoints.averaging import AverageOptions, evaluated_run
+from attend.checkpoints.saved_config import evaluation_datamodule
+from attend.checkpoints.saved_run import restored_model
+from attend.config.checks import check_config
 
 
 def tested_precision(cfg: DictConfig, config: DictConfig) -> str:
@@ -67,12 +30,10 @@ def evaluate(cfg: DictConfig) -> dict:
     check_config(OmegaConf.masked_copy(cfg, [key for key in cfg if key not in ("data", "model")]))
     output_dir = Path(cfg.paths.output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
-    checkpoint = evaluated_checkpoint(cfg.ckpt_path, AverageOptions.of(cfg.get("average_checkpoints")), output_dir)
-    overrides = search_overrides(cfg, checkpoint["attend"]["config"])
-    config = with_cache_dir(saved_config(checkpoint, overrides), cfg.paths.get("cache_dir"))
-    config = with_test_data(config, cfg)
-    datamodule = evaluation_datamodule(config, checkpoint, cfg)
-    model = restored_model(config, datamodule, checkpoint, extraction_device(cfg.accelerator))
+    run = evaluated_run(cfg.ckpt_path, cfg, AverageOptions.of(cfg.get("average_checkpoints")), output_dir)
+    datamodule = evaluation_datamodule(run, cfg)
+    config = run.config
+    model = restored_model(run, datamodule, extraction_device(cfg.accelerator))
     trainer = L.Trainer(
         accelerator=cfg.accelerator,
         devices=1,

@@ -15,7 +15,7 @@ import torch
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, open_dict
 
-from attend.run.distributed import in_a_sweep
+from attend.ranks import in_a_sweep
 
 log = logging.getLogger(__name__)
 SLOTS_FOLDER = ".device_slots"

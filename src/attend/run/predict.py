@@ -8,12 +8,12 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig
 
 from attend.callbacks import draw_attention
+from attend.checkpoints.saved_run import load_run, restore
+from attend.config.checks import check_config
+from attend.config.errors import ConfigError
 from attend.data.audio import AudioReadError
 from attend.data.images import ImageReadError
 from attend.plots import close_figure
-from attend.run.checkpoint import load_checkpoint, restore
-from attend.run.config_checks import ConfigError, check_config
-from attend.run.evaluate import search_overrides
 
 
 def read_inputs(cfg: DictConfig) -> list[str]:
@@ -37,9 +37,9 @@ def predict(cfg: DictConfig) -> list[str]:
     if isinstance(cfg.get("batch_size"), bool) or not isinstance(cfg.get("batch_size"), int) or cfg.batch_size < 1:
         raise ConfigError(f"batch_size={cfg.get('batch_size')!r}: give a whole number of inputs a batch, 1 or more")
     sources = read_inputs(cfg)
-    checkpoint = load_checkpoint(cfg.ckpt_path)
-    config, datamodule, model = restore(checkpoint, search_overrides(cfg, checkpoint["attend"]["config"]))
-    plot = instantiate(config.callbacks.attention_plots.plot) if cfg.get("plots") else None
+    run = load_run(cfg.ckpt_path, cfg)
+    datamodule, model = restore(run)
+    plot = instantiate(run.config.callbacks.attention_plots.plot) if cfg.get("plots") else None
     outputs: list[str] = []
     for start in range(0, len(sources), cfg.batch_size):
         try:

@@ -1,5 +1,5 @@
 """train(cfg): build -> fit -> test -> return the monitored metric (Optuna reads it). What surrounds the run is
-run_context's (attend.run.context); the run's files are RunSummary's (attend.run.summary)."""
+run_context's (attend.run.context); the run's files are RunSummary's (attend.callbacks.run_summary)."""
 
 from __future__ import annotations
 
@@ -9,12 +9,12 @@ from omegaconf import DictConfig, OmegaConf
 
 from attend.builder import build_datamodule, build_model, instantiate_all, run_extraction_device, share_frozen_features
 from attend.callbacks import latest_checkpoints_last
-from attend.run.averaging import averaged_test_checkpoint, keep_for_averaging
-from attend.run.checkpoint_io import read_checkpoint
+from attend.callbacks.keep_for_averaging import averaged_test_checkpoint, keep_for_averaging
+from attend.callbacks.run_summary import RunSummary
+from attend.checkpoints.files import read_checkpoint
+from attend.checkpoints.init_from import init_from_config
+from attend.checkpoints.resume import check_same_tokenizers
 from attend.run.context import run_context
-from attend.run.init_from import init_from_config
-from attend.run.resume import check_same_tokenizers
-from attend.run.summary import RunSummary
 
 
 def train(cfg: DictConfig) -> float | None:

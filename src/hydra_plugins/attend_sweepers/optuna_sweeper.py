@@ -23,7 +23,7 @@ from hydra.plugins.sweeper import Sweeper
 from omegaconf import DictConfig, OmegaConf
 from optuna.trial import TrialState
 
-from attend.run.optuna_pruning import study_storage
+from attend.callbacks.optuna_pruning import study_storage
 from hydra_plugins.attend_sweepers.search_space import search_space
 from hydra_plugins.attend_sweepers.sweep_report import JobOutcome, finish_sweep, outcome_of, pinned_sweep_folder
 

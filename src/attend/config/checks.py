@@ -10,15 +10,12 @@ from pathlib import Path
 from hydra.utils import get_class
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
-from attend.data.options import renamed_options
-from attend.run.config_types import type_errors
+from attend.config.errors import ConfigError
+from attend.config.option_types import type_errors
+from attend.config.renamed_options import moved_targets, renamed_options
 
 # what model.init_parts may name: the parts model.init_from loads (all: the encoder, the decoder and the CTC head)
 INIT_PARTS = ("encoder", "decoder", "all")
-
-
-class ConfigError(ValueError):
-    """A configuration that cannot run; the message names the key and the fix."""
 
 
 def check_config(cfg: DictConfig) -> None:
@@ -30,6 +27,9 @@ def check_config(cfg: DictConfig) -> None:
         raise ConfigError(
             f"mandatory config values are not set: {keys}; set them on the command line, e.g. {missing[0]}=..."
         )
+    moved = moved_targets(cfg)
+    if moved:
+        raise ConfigError("classes moved: " + "; ".join(moved) + ". Use the new names")
     if "data" in cfg:
         renamed = renamed_options(cfg.data)
         if renamed:
@@ -93,7 +93,7 @@ def init_parameters(cls: type) -> set[str] | None:
 def check_init_from(cfg: DictConfig) -> None:
     """``model.init_parts`` names parts of the model (one, or a list), and ``model.init_from`` a file that exists
     (not looked for when the run resumes: ``ckpt_path`` restores every weight then). What the file holds is read
-    once the model is built (``attend.run.init_from``)."""
+    once the model is built (``attend.checkpoints.init_from``)."""
     parts = cfg.model.get("init_parts", "all")
     names = list(parts) if isinstance(parts, ListConfig | list) else [parts]
     unknown = [str(name) for name in names if name not in INIT_PARTS]
@@ -179,8 +179,8 @@ def check_threads(threads) -> None:
 
 
 def check_average_checkpoints(cfg: DictConfig) -> None:
-    """``average_checkpoints`` (attend.run.averaging): ``select`` best, last or null (off), ``n`` a whole number of
-    checkpoints; a training run must write checkpoints to keep them."""
+    """``average_checkpoints`` (attend.checkpoints.averaging): ``select`` best, last or null (off), ``n`` a whole
+    number of checkpoints; a training run must write checkpoints to keep them."""
     node = cfg.average_checkpoints
     select, n = node.get("select"), node.get("n")
     if select is None:

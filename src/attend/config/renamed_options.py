@@ -1,6 +1,8 @@
-"""Data options that were renamed when the three data modules became one (issue 25): a user's config that still
-spells one the old way is refused at start-up with the new name (``renamed_options``), and the config saved in an
-older checkpoint is rewritten to the new form (``upgrade``), so that checkpoint still evaluates."""
+"""Options that were renamed, and classes that moved: the data options renamed when the three data modules became
+one (issue 25) and the harness's classes that moved out of ``attend.run`` into their rooms (issue 40). A user's
+config that still spells one the old way is refused at start-up with the new name (``renamed_options``,
+``moved_targets``), and the config saved in an older checkpoint is rewritten to today's form (``upgrade_config``),
+so that checkpoint still evaluates."""
 
 from __future__ import annotations
 
@@ -24,6 +26,15 @@ RENAMED = {  # old data option -> where it lives now (under data)
 RENAMED_SOURCE = {"num_train": "n_train", "num_val": "n_val", "num_test": "n_test"}
 DROPPED = ("tokenizer_states",)  # options that went without a successor (tokenizers come from a checkpoint)
 CACHING_SOURCES = ("DingPairs", "KarpathyJSON")  # their cache_dir went: the example store is the only cache now
+MOVED_TARGETS = {  # a config's _target_ before the harness moved into rooms -> today's
+    "attend.run.checkpoint_io.AtomicCheckpointIO": "attend.checkpoints.files.AtomicCheckpointIO",
+    "attend.run.preemption.Preemption": "attend.callbacks.preemption.Preemption",
+    "attend.run.optuna_pruning.OptunaPruning": "attend.callbacks.optuna_pruning.OptunaPruning",
+    "attend.run.wandb_run.WandbRunInCheckpoint": "attend.callbacks.wandb_run_id.WandbRunInCheckpoint",
+    "attend.run.resume.ResumePosition": "attend.callbacks.resume_position.ResumePosition",
+    "attend.run.loggers.TensorBoardLogger": "attend.loggers.tensorboard_run.TensorBoardLogger",
+    "attend.run.loggers.WandbLogger": "attend.loggers.wandb_run.WandbLogger",
+}
 
 
 def renamed_options(data: DictConfig) -> list[str]:
@@ -43,6 +54,42 @@ def renamed_options(data: DictConfig) -> list[str]:
         if isinstance(data.get("source"), DictConfig) and old in data.source:
             messages.append(f"data.source.{old} is now data.source.{new}")
     return messages
+
+
+def moved_targets(config: DictConfig) -> list[str]:
+    """One message per ``_target_`` of ``config`` (at any depth) that names a class where it used to be."""
+    container = OmegaConf.to_container(config, resolve=False)
+    return [f"{key}={old} is now {MOVED_TARGETS[old]}" for key, old in targets(container) if old in MOVED_TARGETS]
+
+
+def targets(value: Any, key: str = "") -> list[tuple[str, str]]:
+    """(dotted key, class) of every ``_target_`` in a config container."""
+    if isinstance(value, list):
+        return [found for i, item in enumerate(value) for found in targets(item, f"{key}[{i}]")]
+    if not isinstance(value, dict):
+        return []
+    found = [(f"{key}._target_".lstrip("."), value["_target_"])] if isinstance(value.get("_target_"), str) else []
+    return found + [hit for name, item in value.items() for hit in targets(item, f"{key}.{name}".lstrip("."))]
+
+
+def with_moved_targets(value: Any) -> Any:
+    """A config container with every moved ``_target_`` named where it lives today."""
+    if isinstance(value, list):
+        return [with_moved_targets(item) for item in value]
+    if not isinstance(value, dict):
+        return value
+    return {name: MOVED_TARGETS.get(item, item) if name == "_target_" and isinstance(item, str)
+            else with_moved_targets(item) for name, item in value.items()}
+
+
+def upgrade_config(config: DictConfig) -> DictConfig:
+    """A run config saved by an older Attend in today's form: its data options renamed (``upgrade``) and its moved
+    classes named where they are now; a current config comes back equal."""
+    container: Any = with_moved_targets(OmegaConf.to_container(config, resolve=False))
+    upgraded = OmegaConf.create(container)
+    if "data" in upgraded:
+        upgraded.data = upgrade(upgraded.data)
+    return upgraded
 
 
 def upgrade(data: DictConfig) -> DictConfig:

@@ -1,4 +1,11 @@
-"""The data eval.py tests a checkpoint on: its own test split, or with ``data=<name>`` another data config's, read
+"""A saved run's config as this command uses it: the one place that rewrites a checkpoint's config
+(``run_config``). In this order: the config an older Attend saved is upgraded to today's form (renamed data
+options, moved classes: ``attend.config.renamed_options``); eval.py's and predict.py's search options replace the
+saved search's (``search_overrides``); eval.py's ``paths.cache_dir`` moves where the data is prepared
+(``with_cache_dir``); eval.py's ``data=<name>`` gives the test data (``with_test_data``); and once that data is
+set up, the metrics its batches cannot feed are left out (``evaluation_datamodule``).
+
+The data eval.py tests a checkpoint on: its own test split, or with ``data=<name>`` another data config's, read
 the way the checkpoint's run read its own, so that a model is scored out of domain.
 
 With ``data=<name>`` the checkpoint's saved data config is kept and these parts of it are replaced:
@@ -22,7 +29,7 @@ checkpoint's run prepared it (its saved ``paths.cache_dir``): every saved value 
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import lightning as L
 from hydra.core.hydra_config import HydraConfig
@@ -30,8 +37,12 @@ from hydra.utils import get_class
 from omegaconf import DictConfig, OmegaConf
 
 from attend.builder import build_datamodule
-from attend.run.checkpoint import datamodule_state
-from attend.run.config_checks import ConfigError, check_config
+from attend.config.checks import check_config
+from attend.config.errors import ConfigError
+from attend.config.renamed_options import upgrade_config
+
+if TYPE_CHECKING:
+    from attend.checkpoints.saved_run import SavedRun
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +50,55 @@ log = logging.getLogger(__name__)
 CHECKED_GROUPS = ("data", "encoder", "attention", "decoder", "model", "optim", "trainer", "decoding",
                   "average_checkpoints")
 FROM_GIVEN = ("on_error", "max_skip_fraction")  # data options taken from the data config given, where it sets them
+# eval.py's and predict.py's search options and the smallest value each takes (ctc_weight is at most 1 too)
+SEARCH_OPTIONS = {"beam_size": 1, "length_penalty": 0.0, "min_len_ratio": 0.0, "max_len_a": 0.0, "max_len_b": 0,
+                  "ctc_weight": 0.0}
+BEAM_ONLY = ("beam_size", "length_penalty", "min_len_ratio", "ctc_weight")  # options GreedySearch does not take
+
+
+def run_config(checkpoint: dict, cfg: DictConfig | None = None) -> DictConfig:
+    """The run config ``checkpoint`` saved, in today's form; with ``cfg`` (eval.py's or predict.py's config), its
+    search options, cache folder and test data applied (see the module docstring)."""
+    saved = checkpoint["attend"]["config"]
+    config = upgrade_config(OmegaConf.create(saved))
+    if cfg is None:
+        return config
+    for key, value in search_overrides(cfg, saved).items():
+        OmegaConf.update(config, key, value, force_add=True)
+    config = with_cache_dir(config, OmegaConf.select(cfg, "paths.cache_dir"))
+    return with_test_data(config, cfg)
+
+
+def search_overrides(cfg: DictConfig, saved: dict | None = None) -> dict:
+    """Dotted keys of the saved config that this evaluation changes (search settings), checked at start-up against
+    the checkpoint's saved config ``saved``: a value out of range, a beam-search option on a greedy search, or joint
+    CTC decoding of a model without a CTC head is a ConfigError naming the fix."""
+    given = {key: cfg[key] for key in SEARCH_OPTIONS if cfg.get(key) is not None}
+    for key, value in given.items():
+        lowest = SEARCH_OPTIONS[key]
+        if isinstance(value, bool) or not isinstance(value, int | float) or value < lowest or (
+                key == "ctc_weight" and value > 1):
+            raise ConfigError(f"{key}={value!r} is out of range: give a number of at least {lowest:g}"
+                              + (" and at most 1" if key == "ctc_weight" else "") + f", or drop {key}")
+    if saved is not None:
+        check_search_against_model(given, saved)
+    overrides = {f"model.test_search.{key}": value for key, value in given.items()}
+    if "beam_size" in given:
+        overrides["model.test_search._target_"] = "attend.search.BeamSearch"
+    return overrides
+
+
+def check_search_against_model(given: dict, saved: dict) -> None:
+    """The options given fit the checkpoint's search and model (``saved``, its run config)."""
+    model = saved.get("model", {})
+    beam = "beam_size" in given or model.get("test_search", {}).get("_target_") == "attend.search.BeamSearch"
+    greedy_only = [key for key in BEAM_ONLY if key in given] if not beam else []
+    if greedy_only:
+        raise ConfigError(f"{', '.join(greedy_only)} apply to beam search, and this checkpoint tests with greedy "
+                          "search: add beam_size=5 (say) to search with a beam")
+    if given.get("ctc_weight", 0) > 0 and not model.get("ctc_weight"):
+        raise ConfigError(f"ctc_weight={given['ctc_weight']} decodes with a CTC head, and this checkpoint's model has "
+                          "none (trained with model.ctc_weight=0): drop ctc_weight, or set ctc_weight=0")
 
 
 def with_cache_dir(config: DictConfig, cache_dir: str | None) -> DictConfig:
@@ -134,10 +194,11 @@ def leave_out_unfed_metrics(config: DictConfig, batch: dict, name: str) -> None:
             del config.model.metrics[metric]
 
 
-def evaluation_datamodule(config: DictConfig, checkpoint: dict, cfg: DictConfig) -> L.LightningDataModule:
-    """The data module ``config`` describes, with the checkpoint's tokenizers; for another data config it is set
-    up here, and the metrics its batches cannot feed are left out of ``config`` before the model is built."""
-    datamodule = build_datamodule(config, tokenizer_states=datamodule_state(checkpoint))
+def evaluation_datamodule(run: SavedRun, cfg: DictConfig) -> L.LightningDataModule:
+    """The data module the run's config describes, with its tokenizers; for another data config it is set up here,
+    and the metrics its batches cannot feed are left out of ``run.config`` before the model is built."""
+    config = run.config
+    datamodule = build_datamodule(config, tokenizer_states=run.tokenizers)
     if cfg.get("data") is None:
         return datamodule
     datamodule.only_splits("test")  # its training and validation examples are never encoded

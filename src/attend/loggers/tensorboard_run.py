@@ -23,9 +23,9 @@ from lightning.pytorch import loggers
 from lightning.pytorch.utilities import rank_zero_only
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from attend.run.distributed import in_a_sweep
-from attend.run.summary import command_line_overrides, config_choices
-from attend.run.wandb_run import run_name
+from attend.config.hydra_choices import command_line_overrides, config_choices
+from attend.loggers.wandb_run import run_name
+from attend.ranks import in_a_sweep
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -34,15 +34,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 HParam = str | int | float | bool
-
-
-class WandbLogger(loggers.WandbLogger):
-    """Lightning's W&B logger; the attention plots become one image panel per example and a samples table."""
-
-    def log_attention(self, figures: list[Figure], paths: list[str], rows: list[list[str]], step: int) -> None:
-        for i, path in enumerate(paths):  # one panel per example: sizes differ, and a slider per panel
-            self.log_image(key=f"val/attention/example_{i}", images=[path], step=step)
-        self.log_table(key="val/samples", columns=["source", "reference", "output"], data=rows, step=step)
 
 
 class TensorBoardLogger(loggers.TensorBoardLogger):

@@ -15,13 +15,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
-from omegaconf import DictConfig, ListConfig
+from omegaconf import DictConfig, ListConfig, OmegaConf
 from torch import Tensor, nn
 
+from attend.checkpoints.saved_run import SavedRun, datamodule_state, load_run
+from attend.config.errors import ConfigError
 from attend.data.tokenizers.tokenizer import Tokenizer, tokenizer_from_state
-from attend.run.checkpoint import datamodule_state, load_checkpoint
-from attend.run.config_checks import ConfigError
-from attend.run.distributed import is_global_zero
+from attend.ranks import is_global_zero
 
 log = logging.getLogger(__name__)
 
@@ -31,7 +31,7 @@ PARTS = ("encoder", "decoder", "ctc_head")
 # the encoder's embedding is the source tokenizer's, the decoder's and the CTC head's are the target's
 TOKEN_LAYERS = ("embedding", "output_layer", "ctc_head")
 ROLES = {"encoder": "source", "decoder": "target", "ctc_head": "target"}
-# the data module's state keys (attend.run.checkpoint.datamodule_state) of the model's tokenizers
+# the data module's state keys (attend.checkpoints.saved_run.datamodule_state) of the model's tokenizers
 STATE_KEYS = {"source": "src_tokenizer", "target": "tgt_tokenizer"}
 LISTED = 5  # names a log line lists before it counts the rest
 
@@ -52,12 +52,12 @@ def init_from_config(model: nn.Module, cfg: DictConfig) -> None:
 def init_from(model: nn.Module, path: str | Path, parts: list[str]) -> None:
     """Copy the checkpoint's tensors of ``parts`` (encoder, decoder, all) into ``model`` and log what was loaded;
     a ConfigError naming the path when the file cannot be read or nothing of it fits."""
-    checkpoint = read(path)
+    run = read(path)
     chosen = PARTS if "all" in parts else tuple(part for part in PARTS if part in parts)
-    report = copy_matching(model, checkpoint["state_dict"], chosen, shared_vocabularies(model, checkpoint))
+    report = copy_matching(model, run.checkpoint["state_dict"], chosen, shared_vocabularies(model, run.checkpoint))
     if not report.loaded:
-        saved = checkpoint["attend"].get("config", {})
-        ran = ", ".join(f"{group} {(saved.get(group) or {}).get('_target_', '?')}" for group in ("encoder", "decoder"))
+        ran = ", ".join(f"{group} {OmegaConf.select(run.config, f'{group}._target_', default='?')}"
+                        for group in ("encoder", "decoder"))
         raise ConfigError(
             f"model.init_from={str(path)!r}: no tensor of the {', '.join(chosen)} matches this model in name and "
             f"shape (that run had {ran}): fine-tune the same encoder and decoder, with the same sizes, or choose "
@@ -67,21 +67,21 @@ def init_from(model: nn.Module, path: str | Path, parts: list[str]) -> None:
         log.info("init_from %s: %s", path, report.summary())
 
 
-def read(path: str | Path) -> dict:
-    """The checkpoint; a missing file or one Attend did not write is a one-line error that names the option."""
+def read(path: str | Path) -> SavedRun:
+    """The saved run; a missing file or one Attend did not write is a one-line error that names the option."""
     if not Path(path).is_file():
         raise ConfigError(
             f"model.init_from={str(path)!r} does not exist: point it at a checkpoint of an earlier run, e.g. "
             f"model.init_from=outputs/<task>/runs/<time>/checkpoints/best.ckpt"
         )
     try:
-        checkpoint = load_checkpoint(path)
+        run = load_run(path)
     except ConfigError as error:  # said on one line, whatever the reader's message (a pickle's can be several)
         said = " ".join(str(error).split())
         raise ConfigError(f"model.init_from: {said}; point it at a best.ckpt or last.ckpt of an Attend run") from None
-    if not isinstance(checkpoint.get("state_dict"), dict):
+    if not isinstance(run.checkpoint.get("state_dict"), dict):
         raise ConfigError(f"model.init_from: {str(path)!r} holds no weights (state_dict); point it at a best.ckpt")
-    return checkpoint
+    return run
 
 
 @dataclass(frozen=True)

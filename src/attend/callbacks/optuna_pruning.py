@@ -10,7 +10,7 @@ import lightning as L
 from hydra.core.hydra_config import HydraConfig
 from hydra.utils import instantiate
 
-from attend.run.distributed import in_a_sweep
+from attend.ranks import in_a_sweep
 
 log = logging.getLogger(__name__)
 SWEEPER = "hydra_plugins.attend_sweepers.optuna_sweeper.AttendOptunaSweeper"

@@ -1,5 +1,5 @@
-"""The files a training run leaves in its folder: ``summary.json`` (what comparisons of runs read),
-``test_metrics.json`` and ``test_predictions.tsv``, written by the RunSummary callback."""
+"""The files a run leaves in its folder: ``summary.json`` (what comparisons of runs read), ``test_metrics.json``
+and ``test_predictions.tsv``, written by the RunSummary callback after training and by eval.py (``write_results``)."""
 
 from __future__ import annotations
 
@@ -8,11 +8,11 @@ import time
 from pathlib import Path
 
 import lightning as L
-from hydra.core.hydra_config import HydraConfig
 from lightning.fabric.utilities.apply_func import convert_tensors_to_scalars
 
 from attend.callbacks import reference_text
-from attend.run.preemption import Preemption
+from attend.callbacks.preemption import Preemption
+from attend.config.hydra_choices import command_line_overrides, config_choices
 
 
 class RunSummary(L.Callback):
@@ -109,26 +109,6 @@ def write_results(output_dir: Path, metrics: dict, predictions: list[dict]) -> N
         f"{p['source']}\t{reference_text(p['reference'])}\t{p['hypothesis']}" for p in ordered
     ]
     (output_dir / "test_predictions.tsv").write_text("\n".join(lines) + "\n", encoding="utf-8")
-
-
-def config_choices() -> dict[str, str]:
-    """The option picked in each config group (task, data, encoder, attention, decoder, ...), when run by Hydra."""
-    if not HydraConfig.initialized():
-        return {}
-    choices = HydraConfig.get().runtime.choices
-    # the groups a user picks; not Hydra's own, not the data options every data config shares, not the unset ones
-    return {
-        group: str(option) for group, option in choices.items()
-        if option is not None and not group.startswith(("hydra", "data_common"))
-    }
-
-
-def command_line_overrides() -> dict[str, str]:
-    """This run's ``key=value`` overrides (a sweep's job: its own values), when run by Hydra."""
-    if not HydraConfig.initialized():
-        return {}
-    pairs = (override.split("=", 1) for override in HydraConfig.get().overrides.task if "=" in override)
-    return {key.lstrip("+~"): value for key, value in pairs}
 
 
 def report(output_dir: Path, test_metrics: dict, checkpoint, tested: str | None = None) -> None:

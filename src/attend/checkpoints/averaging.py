@@ -16,18 +16,17 @@ import logging
 from dataclasses import dataclass
 from pathlib import Path
 
-import lightning as L
 import torch
 from omegaconf import DictConfig
 from torch import Tensor
 
-from attend.run.checkpoint import load_checkpoint
-from attend.run.checkpoint_io import AtomicCheckpointIO, UnreadableCheckpointError, read_checkpoint
-from attend.run.config_checks import ConfigError
-from attend.run.keep_for_averaging import AVERAGE_FOLDER, KeepForAveraging
+from attend.checkpoints.files import AtomicCheckpointIO, UnreadableCheckpointError, read_checkpoint
+from attend.checkpoints.saved_run import SavedRun, load_run
+from attend.config.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
+AVERAGE_FOLDER = "average"  # beside best.ckpt and last.ckpt: checkpoints/average/epoch=E-step=S.ckpt
 AVERAGED_FILE = "averaged.ckpt"
 TRAINING_ONLY = ("optimizer_states", "lr_schedulers")  # what an averaged checkpoint leaves out
 
@@ -164,44 +163,14 @@ def write(checkpoint: dict, path: Path) -> None:
     AtomicCheckpointIO().save_checkpoint(checkpoint, path)
 
 
-def averaged_for_test(trainer: L.Trainer, keeper: KeepForAveraging, options: AverageOptions) -> str:
-    """After the fit: average the checkpoints ``keeper`` kept, write ``checkpoints/averaged.ckpt`` (global rank 0;
-    every rank chooses, so a refusal is the same on all) and return its path for ``trainer.test``."""
-    folder = Path(str(keeper.dirpath))
-    path = folder.parent / AVERAGED_FILE
-    chosen = choose(read_kept(folder), options.select, options.n, folder)
-    if trainer.is_global_zero:
-        write(averaged_checkpoint(chosen), path)
-        log.info("test on %s", describe(chosen, options.select))
-    trainer.strategy.barrier("averaged checkpoint written")
-    return str(path)
-
-
-def keep_for_averaging(cfg: DictConfig) -> list[L.Callback]:
-    """The callback that keeps the checkpoints to average in ``checkpoints/average/`` (none when off)."""
-    options = AverageOptions.of(cfg.get("average_checkpoints"))
+def evaluated_run(ckpt_path: str | Path, cfg: DictConfig, options: AverageOptions | None, output_dir: Path) -> SavedRun:
+    """What eval.py tests: the run saved at ``ckpt_path``, or with ``options`` the average of the checkpoints kept
+    beside it (``checkpoints/average/``), written as ``averaged.ckpt`` into eval.py's run folder and read back from
+    there; either with eval.py's overrides (``cfg``) applied to its config."""
+    run = load_run(ckpt_path, cfg)
     if options is None:
-        return []
-    folder = Path(cfg.paths.output_dir) / "checkpoints" / AVERAGE_FOLDER
-    return [KeepForAveraging(folder, options.select, options.n, cfg.monitor.metric, cfg.monitor.mode)]
-
-
-def averaged_test_checkpoint(trainer: L.Trainer, cfg: DictConfig) -> str | None:
-    """The averaged checkpoint training tests (``averaged_for_test``); None when averaging is off."""
-    options = AverageOptions.of(cfg.get("average_checkpoints"))
-    keeper = next((c for c in trainer.callbacks if isinstance(c, KeepForAveraging)), None)
-    if options is None or keeper is None:
-        return None
-    return averaged_for_test(trainer, keeper, options)
-
-
-def evaluated_checkpoint(ckpt_path: str | Path, options: AverageOptions | None, output_dir: Path) -> dict:
-    """What eval.py tests: the checkpoint at ``ckpt_path``, or with ``options`` the average of the checkpoints kept
-    beside it (``checkpoints/average/``), also written as ``averaged.ckpt`` into eval.py's run folder."""
-    checkpoint = load_checkpoint(ckpt_path)
-    if options is None:
-        return checkpoint
+        return run
     averaged, said = average_kept(kept_folder(ckpt_path), options)
     write(averaged, output_dir / AVERAGED_FILE)
     log.info("evaluating %s (written as %s)", said, output_dir / AVERAGED_FILE)
-    return averaged
+    return load_run(output_dir / AVERAGED_FILE, cfg)

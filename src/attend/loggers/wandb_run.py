@@ -1,7 +1,7 @@
-"""One W&B run per job: its name, tags and group from the config, its id kept in checkpoints so a
-resumed run continues the same dashboard run, and closed when the job ends (the next job of a
-multirun runs in the same process). ``run_name`` also names the run's TensorBoard folder
-(``attend.run.loggers``), so both dashboards call a run the same."""
+"""One W&B run per job: Attend's W&B logger (attention plots as image panels), the run's name, tags and group from
+the config, its id read from the checkpoint a run resumes (``attend.callbacks.wandb_run_id`` saves it), and closed
+when the job ends (the next job of a multirun runs in the same process). ``run_name`` also names the run's
+TensorBoard folder (``attend.loggers.tensorboard_run``), so both dashboards call a run the same."""
 
 from __future__ import annotations
 
@@ -12,22 +12,34 @@ import netrc
 import os
 import urllib.request
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-import lightning as L
 from hydra.core.hydra_config import HydraConfig
-from lightning.pytorch.loggers import WandbLogger
+from lightning.pytorch import loggers
 from omegaconf import DictConfig, open_dict
 
-from attend.run.checkpoint_io import UnreadableCheckpointError, read_checkpoint
-from attend.run.config_checks import ConfigError
-from attend.run.distributed import in_a_sweep
+from attend.callbacks.wandb_run_id import CHECKPOINT_KEY
+from attend.checkpoints.files import UnreadableCheckpointError, read_checkpoint
+from attend.config.errors import ConfigError
+from attend.ranks import in_a_sweep
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 log = logging.getLogger(__name__)
 
-CHECKPOINT_KEY = "wandb_run_id"
 # the config groups that name and tag a run, in this order
 NAMING_GROUPS = ("data", "encoder", "attention", "decoder")
+
+
+class WandbLogger(loggers.WandbLogger):
+    """Lightning's W&B logger; the attention plots become one image panel per example and a samples table."""
+
+    def log_attention(self, figures: list[Figure], paths: list[str], rows: list[list[str]], step: int) -> None:
+        for i, path in enumerate(paths):  # one panel per example: sizes differ, and a slider per panel
+            self.log_image(key=f"val/attention/example_{i}", images=[path], step=step)
+        self.log_table(key="val/samples", columns=["source", "reference", "output"], data=rows, step=step)
 
 
 def configure_wandb(cfg: DictConfig, choices: dict[str, str]) -> None:
@@ -116,15 +128,6 @@ def run_id_in_checkpoint(ckpt_path: str | None) -> str | None:
     except UnreadableCheckpointError as error:
         raise ConfigError(str(error)) from error
     return checkpoint.get(CHECKPOINT_KEY)
-
-
-class WandbRunInCheckpoint(L.Callback):
-    """Saves the W&B run id in every checkpoint (``wandb_run_id``), so resuming reuses it."""
-
-    def on_save_checkpoint(self, trainer: L.Trainer, pl_module: L.LightningModule, checkpoint: dict) -> None:
-        for logger in trainer.loggers:
-            if isinstance(logger, WandbLogger) and trainer.is_global_zero:
-                checkpoint[CHECKPOINT_KEY] = logger.experiment.id
 
 
 def finish_wandb_run() -> None:
