@@ -23,7 +23,7 @@ from attend.metrics import CharErrorRate
 from attend.model import Seq2Seq
 from attend.run.config_checks import ConfigError, check_config
 from attend.run.evaluate import search_overrides
-from attend.search import BeamSearch, CTCPrefixScorer, GreedySearch, ctc_best_path
+from attend.search import BeamSearch, CTCPrefixScores, GreedySearch, ctc_best_path
 from tests.test_asr_model import FrameEncoder
 from tests.test_config import CONF, compose_train, resolve_paths
 from tests.test_search import SPECIAL, ToyDecoder, decoder, hashed, toy_memory
@@ -76,7 +76,7 @@ def test_prefix_and_whole_sequence_scores_sum_over_every_alignment():
     lengths = torch.tensor([5, 3])
     log_probs = random_log_probs(2, 5, 5)
     sums = [label_sequence_probs(log_probs[i], int(lengths[i])) for i in range(2)]
-    scorer = CTCPrefixScorer(log_probs, lengths, beam_size=2, blank=BLANK, eos=EOS)
+    scorer = CTCPrefixScores(log_probs, lengths, beam_size=2, blank=BLANK, eos=EOS)
     candidates = [EOS, 3, 4]
     prefixes = [(), (), (), ()]  # row n belongs to sentence n // 2
     sentences = [0, 0, 1, 1]
@@ -106,7 +106,7 @@ def test_the_whole_sequence_score_is_minus_the_ctc_loss():
     lengths = torch.tensor([12, 9, 5])
     log_probs = random_log_probs(3, 12, 6, seed=1)
     targets = [[3, 3, 4, 5, 5], [5, 4], [4, 4]]
-    scorer = CTCPrefixScorer(log_probs, lengths, beam_size=1, blank=BLANK, eos=EOS)
+    scorer = CTCPrefixScores(log_probs, lengths, beam_size=1, blank=BLANK, eos=EOS)
     whole = torch.zeros(3, dtype=torch.float64)
     for step in range(max(map(len, targets)) + 1):
         following = [target[step] if step < len(target) else 3 for target in targets]
