@@ -85,6 +85,8 @@ class BeamSearch:
         self.weights = {"decoder": 1.0 - ctc_weight, "ctc": ctc_weight, **added_weights}
         every = {"ctc": CTCPrefixScorer(), **added}
         self.scorers = {name: scorer for name, scorer in every.items() if self.weights[name] != 0}  # those that count
+        # a sentence stops early (_bound) only while scores can only fall: positive weights of gains never above 0
+        self.scores_fall = all(self.weights[name] > 0 and not scorer.rises for name, scorer in self.scorers.items())
         self.pre_beam = math.ceil(1.5 * beam_size)  # tokens per hypothesis that a partial scorer scores
 
     @property
@@ -198,7 +200,10 @@ class BeamSearch:
 
     def _bound(self, scores: Tensor, limits: Tensor, t: int) -> Tensor:
         """The best normalised score (b,) a live hypothesis of log-probability ``scores`` can still reach:
-        log-probabilities only fall, so its score over the largest penalty of a length it can end at."""
+        log-probabilities only fall, so its score over the largest penalty of a length it can end at. With a score
+        that may rise (a length bonus), +inf for a sentence with a live hypothesis: only its length limit ends it."""
+        if not self.scores_fall:
+            return scores.masked_fill(scores.isfinite(), torch.inf)
         return scores / self.penalty(limits).clamp(min=((6.0 + t) / 6.0) ** self.length_penalty)
 
     def _advance(

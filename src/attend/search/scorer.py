@@ -31,11 +31,14 @@ class Scorer(ABC):
     ``needs`` names the model output it reads (``ctc_log_probs``), or None: ``Seq2Seq.decode`` passes a search the
     outputs its scorers need (the search's ``needs``), so the model asks no search what it is. ``partial``: it scores
     only the pre-beam (the tokens the decoder finds likeliest for a hypothesis, and the end token), for a scorer whose
-    cost grows with the candidates (CTC prefix scores); otherwise every token.
+    cost grows with the candidates (CTC prefix scores); otherwise every token. ``rises``: a gain may be above 0 (a
+    length bonus), so a hypothesis's score may still rise: the search then runs each sentence to its length limit
+    instead of stopping once no live hypothesis can beat its finished ones (log-probabilities, CTC's too, only fall).
     """
 
     needs: str | None = None
     partial: bool = False
+    rises: bool = False
 
     @abstractmethod
     def start(self, given: Tensor | None, memory: Memory, beam_size: int, eos_id: int, pad_id: int) -> ScorerState:
