@@ -245,8 +245,8 @@ def test_joint_decoding_without_a_ctc_head_is_refused_at_start_up():
 def test_eval_and_predict_set_the_ctc_weight_of_the_checkpoints_search():
     for name in ("eval", "predict"):
         options = OmegaConf.load(CONF / f"{name}.yaml")
-        assert options.ctc_weight is None and search_overrides(options) == {}  # null: the checkpoint's own
-        options.ctc_weight = 0.0
+        assert options.decoding.ctc_weight is None and search_overrides(options) == {}  # null: the checkpoint's own
+        options.decoding.ctc_weight = 0.0
         assert search_overrides(options) == {"model.test_search.ctc_weight": 0.0}
 
 
@@ -298,11 +298,12 @@ def test_validation_and_test_log_the_ctc_heads_own_error_rate():
 
 
 @pytest.mark.parametrize("options, message", [
-    ({"ctc_weight": 0.3}, "apply to beam search, and this checkpoint tests with greedy search: add beam_size"),
+    ({"ctc_weight": 0.3}, "decoding.ctc_weight apply to beam search, and this checkpoint tests with greedy search: "
+                          "add decoding.beam_size"),
     ({"ctc_weight": 0.3, "beam_size": 4, "_model": 0.0}, "this checkpoint's model has none"),
-    ({"ctc_weight": 1.5}, "ctc_weight=1.5 is out of range"),
-    ({"beam_size": 0}, "beam_size=0 is out of range"),
-    ({"max_len_a": -1}, "max_len_a=-1 is out of range"),
+    ({"ctc_weight": 1.5}, "decoding.ctc_weight=1.5 is out of range"),
+    ({"beam_size": 0}, "decoding.beam_size=0 is out of range"),
+    ({"max_len_a": -1}, "decoding.max_len_a=-1 is out of range"),
 ])
 def test_eval_and_predict_options_that_cannot_decode_this_checkpoint_are_refused(options, message):
     """Checked at start-up against the checkpoint's saved config, before any data or model is built (they failed
@@ -311,6 +312,7 @@ def test_eval_and_predict_options_that_cannot_decode_this_checkpoint_are_refused
     saved = {"model": {"ctc_weight": options.pop("_model", 0.5),
                        "test_search": {"_target_": "attend.search.GreedySearch"}}}
     with pytest.raises(ConfigError, match=message):
-        search_overrides(OmegaConf.create(options), saved)
+        search_overrides(OmegaConf.create({"decoding": options}), saved)
     beam = {"model": {"ctc_weight": 0.5, "test_search": {"_target_": "attend.search.BeamSearch"}}}
-    assert search_overrides(OmegaConf.create({"ctc_weight": 0.3}), beam) == {"model.test_search.ctc_weight": 0.3}
+    given = OmegaConf.create({"decoding": {"ctc_weight": 0.3}})
+    assert search_overrides(given, beam) == {"model.test_search.ctc_weight": 0.3}
