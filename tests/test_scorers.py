@@ -19,7 +19,7 @@ class LengthBonus(Scorer, ScorerState):
 
     rises = True  # a gain above 0: the search cannot stop a sentence before its length limit
 
-    def start(self, given, memory, beam_size, eos_id, pad_id):
+    def start(self, given, memory, beam_size, bos_id, eos_id, pad_id):
         return self
 
     def gains(self, candidates):
@@ -36,8 +36,8 @@ class Bigram(Scorer):
             table[last, following] = 5.0
         self.table = torch.log_softmax(table, dim=-1)  # (last, next)
 
-    def start(self, given, memory, beam_size, eos_id, pad_id):
-        return BigramState(self.table, torch.full((memory.values.size(0) * beam_size,), SPECIAL["bos_id"]))
+    def start(self, given, memory, beam_size, bos_id, eos_id, pad_id):
+        return BigramState(self.table, torch.full((memory.values.size(0) * beam_size,), bos_id))
 
 
 class BigramState(ScorerState):
@@ -54,7 +54,7 @@ class BigramState(ScorerState):
 class Refused(Scorer):
     """Fails if the search starts it."""
 
-    def start(self, given, memory, beam_size, eos_id, pad_id):
+    def start(self, given, memory, beam_size, bos_id, eos_id, pad_id):
         raise AssertionError("a scorer of weight 0 was started")
 
 
@@ -109,18 +109,23 @@ def test_a_search_names_the_model_outputs_its_scorers_read_and_the_model_gives_t
     assert BeamSearch(ctc_weight=0.3).needs == ("ctc_log_probs",)
 
     class Reads(LengthBonus):
-        needs = "ctc_log_probs"
-        given: list = []
+        """Keeps what each search gave it."""
 
-        def start(self, given, memory, beam_size, eos_id, pad_id):
+        needs = "ctc_log_probs"
+
+        def __init__(self):
+            self.given = []
+
+        def start(self, given, memory, beam_size, bos_id, eos_id, pad_id):
             self.given.append(given)
             return self
 
-    search = BeamSearch(2, max_len_a=0.5, max_len_b=2, scorers={"reads": Reads()}, weights={"reads": 0.1})
+    reads = Reads()
+    search = BeamSearch(2, max_len_a=0.5, max_len_b=2, scorers={"reads": reads}, weights={"reads": 0.1})
     model, batch = tiny_recognizer(0.3, search)
     model.eval()
     model.decode(batch, search)
-    torch.testing.assert_close(Reads.given[0], model.ctc_log_probs(model.encode(batch)))
+    torch.testing.assert_close(reads.given[0], model.ctc_log_probs(model.encode(batch)))
     headless, _ = tiny_recognizer(0.0, search)  # no CTC head: the output is not given, the scorer gets None
     headless.eval().decode(batch, search)
-    assert Reads.given[1] is None
+    assert reads.given[1] is None

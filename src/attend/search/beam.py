@@ -106,8 +106,10 @@ class BeamSearch:
         k = self.beam_size
         memory = decoder.prepare(memory)  # keys once per source, then tiled
         live = self._start(decoder, memory, bos_id)
-        live.scorers = {name: scorer.start(given.get(scorer.needs) if scorer.needs else None, memory, k, eos_id, pad_id)
-                        for name, scorer in self.scorers.items()}
+        live.scorers = {
+            name: scorer.start(given.get(scorer.needs) if scorer.needs else None, memory, k, bos_id, eos_id, pad_id)
+            for name, scorer in self.scorers.items()
+        }
         batch, source_lengths = live.scores.size(0), memory.lengths  # (B,)
         pool: FinishedPool | None = None
         done: list[tuple[Tensor, Tensor, Tensor, Tensor]] = []  # (sentences, tokens, weights, scores)

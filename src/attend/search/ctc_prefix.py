@@ -19,7 +19,9 @@ class CTCPrefixScorer(Scorer):
     needs = "ctc_log_probs"
     partial = True
 
-    def start(self, given: Tensor | None, memory: Memory, beam_size: int, eos_id: int, pad_id: int) -> ScorerState:
+    def start(
+        self, given: Tensor | None, memory: Memory, beam_size: int, bos_id: int, eos_id: int, pad_id: int
+    ) -> ScorerState:
         if given is None:
             raise ValueError(
                 "joint CTC/attention decoding needs the CTC head's log-probabilities, but the model has no CTC head: "

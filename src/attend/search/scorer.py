@@ -41,6 +41,9 @@ class Scorer(ABC):
     rises: bool = False
 
     @abstractmethod
-    def start(self, given: Tensor | None, memory: Memory, beam_size: int, eos_id: int, pad_id: int) -> ScorerState:
+    def start(
+        self, given: Tensor | None, memory: Memory, beam_size: int, bos_id: int, eos_id: int, pad_id: int
+    ) -> ScorerState:
         """Its state for a search of the B sentences of ``memory`` (prepared, not tiled): B*K rows, each the empty
-        hypothesis. ``given``: the model output ``needs`` names, None when the model has none."""
+        hypothesis (the start token alone). ``given``: the model output ``needs`` names, None when the model has
+        none."""
