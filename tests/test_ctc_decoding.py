@@ -24,7 +24,7 @@ from attend.data import CharTokenizer
 from attend.decoders import BahdanauDecoder, LuongDecoder
 from attend.metrics import CharErrorRate
 from attend.model import Seq2Seq
-from attend.search import BeamSearch, CTCPrefixScorer, GreedySearch, ctc_best_path
+from attend.search import BeamSearch, CTCPrefixScores, GreedySearch, ctc_best_path
 from tests.test_asr_model import FrameEncoder
 from tests.test_config import CONF, compose_train, resolve_paths
 from tests.test_search import SPECIAL, ToyDecoder, decoder, hashed, toy_memory
@@ -77,7 +77,7 @@ def test_prefix_and_whole_sequence_scores_sum_over_every_alignment():
     lengths = torch.tensor([5, 3])
     log_probs = random_log_probs(2, 5, 5)
     sums = [label_sequence_probs(log_probs[i], int(lengths[i])) for i in range(2)]
-    scorer = CTCPrefixScorer(log_probs, lengths, beam_size=2, blank=BLANK, eos=EOS)
+    scorer = CTCPrefixScores(log_probs, lengths, beam_size=2, blank=BLANK, eos=EOS)
     candidates = [EOS, 3, 4]
     prefixes = [(), (), (), ()]  # row n belongs to sentence n // 2
     sentences = [0, 0, 1, 1]
@@ -107,7 +107,7 @@ def test_the_whole_sequence_score_is_minus_the_ctc_loss():
     lengths = torch.tensor([12, 9, 5])
     log_probs = random_log_probs(3, 12, 6, seed=1)
     targets = [[3, 3, 4, 5, 5], [5, 4], [4, 4]]
-    scorer = CTCPrefixScorer(log_probs, lengths, beam_size=1, blank=BLANK, eos=EOS)
+    scorer = CTCPrefixScores(log_probs, lengths, beam_size=1, blank=BLANK, eos=EOS)
     whole = torch.zeros(3, dtype=torch.float64)
     for step in range(max(map(len, targets)) + 1):
         following = [target[step] if step < len(target) else 3 for target in targets]
@@ -246,8 +246,8 @@ def test_joint_decoding_without_a_ctc_head_is_refused_at_start_up():
 def test_eval_and_predict_set_the_ctc_weight_of_the_checkpoints_search():
     for name in ("eval", "predict"):
         options = OmegaConf.load(CONF / f"{name}.yaml")
-        assert options.ctc_weight is None and search_overrides(options) == {}  # null: the checkpoint's own
-        options.ctc_weight = 0.0
+        assert options.decoding.ctc_weight is None and search_overrides(options) == {}  # null: the checkpoint's own
+        options.decoding.ctc_weight = 0.0
         assert search_overrides(options) == {"model.test_search.ctc_weight": 0.0}
 
 
@@ -299,11 +299,12 @@ def test_validation_and_test_log_the_ctc_heads_own_error_rate():
 
 
 @pytest.mark.parametrize("options, message", [
-    ({"ctc_weight": 0.3}, "apply to beam search, and this checkpoint tests with greedy search: add beam_size"),
+    ({"ctc_weight": 0.3}, "decoding.ctc_weight apply to beam search, and this checkpoint tests with greedy search: "
+                          "add decoding.beam_size"),
     ({"ctc_weight": 0.3, "beam_size": 4, "_model": 0.0}, "this checkpoint's model has none"),
-    ({"ctc_weight": 1.5}, "ctc_weight=1.5 is out of range"),
-    ({"beam_size": 0}, "beam_size=0 is out of range"),
-    ({"max_len_a": -1}, "max_len_a=-1 is out of range"),
+    ({"ctc_weight": 1.5}, "decoding.ctc_weight=1.5 is out of range"),
+    ({"beam_size": 0}, "decoding.beam_size=0 is out of range"),
+    ({"max_len_a": -1}, "decoding.max_len_a=-1 is out of range"),
 ])
 def test_eval_and_predict_options_that_cannot_decode_this_checkpoint_are_refused(options, message):
     """Checked at start-up against the checkpoint's saved config, before any data or model is built (they failed
@@ -312,6 +313,7 @@ def test_eval_and_predict_options_that_cannot_decode_this_checkpoint_are_refused
     saved = {"model": {"ctc_weight": options.pop("_model", 0.5),
                        "test_search": {"_target_": "attend.search.GreedySearch"}}}
     with pytest.raises(ConfigError, match=message):
-        search_overrides(OmegaConf.create(options), saved)
+        search_overrides(OmegaConf.create({"decoding": options}), saved)
     beam = {"model": {"ctc_weight": 0.5, "test_search": {"_target_": "attend.search.BeamSearch"}}}
-    assert search_overrides(OmegaConf.create({"ctc_weight": 0.3}), beam) == {"model.test_search.ctc_weight": 0.3}
+    given = OmegaConf.create({"decoding": {"ctc_weight": 0.3}})
+    assert search_overrides(given, beam) == {"model.test_search.ctc_weight": 0.3}

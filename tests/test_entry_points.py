@@ -72,7 +72,7 @@ def test_tensorboard_logger_receives_figures(tmp_path):
 def test_train_then_evaluate_and_predict_from_the_checkpoint(tmp_path):
     train_dir, eval_dir = tmp_path / "train", tmp_path / "eval"
     # train tests best.ckpt with a beam of 2 in bf16-mixed (trainer=gpu's precision, on the CPU here); eval.py's
-    # beam_size=2 then searches the same way and its Trainer takes the checkpoint's precision
+    # decoding.beam_size=2 then searches the same way and its Trainer takes the checkpoint's precision
     trained = run(
         "train.py", *TINY_DATES, "decoding.beam_size=2", "trainer.precision=bf16-mixed", f"hydra.run.dir={train_dir}"
     )
@@ -89,7 +89,7 @@ def test_train_then_evaluate_and_predict_from_the_checkpoint(tmp_path):
     assert tested[0] == "source\treference\thypothesis" and len(tested) == 1 + 64
     assert "=== Attend run finished ===" in trained.stdout and f"run folder:      {train_dir}" in trained.stdout
 
-    result = run("eval.py", f"ckpt_path={best}", "beam_size=2", f"hydra.run.dir={eval_dir}")
+    result = run("eval.py", f"ckpt_path={best}", "decoding.beam_size=2", f"hydra.run.dir={eval_dir}")
     metrics = json.loads((eval_dir / "test_metrics.json").read_text())
     assert_same_metrics(metrics, json.loads((train_dir / "test_metrics.json").read_text()))
     rows = (eval_dir / "test_predictions.tsv").read_text(encoding="utf-8").splitlines()[1:]

@@ -155,14 +155,20 @@ class Seq2Seq(L.LightningModule):
 
     @torch.no_grad()
     def decode(self, batch: dict, search: Callable, memory=None) -> Decoded:
-        """Decode a batch with ``search``: the batch, the search's result and its detokenised texts. A search with
-        ``ctc_weight`` > 0 (joint CTC/attention beam search) also gets the CTC head's log-probabilities."""
+        """Decode a batch with ``search``: the batch, the search's result and its detokenised texts. The search gets
+        the model outputs its scorers read (``search.needs``: the CTC head's log-probabilities for joint
+        CTC/attention beam search)."""
         tok = self.target_tokenizer
         memory = self.encode(batch) if memory is None else memory  # evaluation passes the one it encoded
-        joint = getattr(search, "ctc_weight", 0.0) > 0 and self.ctc_head is not None
-        extra = {"ctc_log_probs": self.ctc_log_probs(memory)} if joint else {}
-        result = search(self.decoder, memory, bos_id=tok.bos_id, eos_id=tok.eos_id, pad_id=tok.pad_id, **extra)
+        given = self.search_inputs(search.needs, memory)
+        result = search(self.decoder, memory, bos_id=tok.bos_id, eos_id=tok.eos_id, pad_id=tok.pad_id, **given)
         return Decoded(batch, result, [tok.decode(ids) for ids in result.sequences()], tok)
+
+    def search_inputs(self, needs: Sequence[str], memory) -> dict[str, Tensor]:
+        """The model outputs named in ``needs`` (a search's scorers read them), computed once per batch. One this
+        model does not have (``ctc_log_probs`` without a CTC head) is left out: the scorer that reads it says so."""
+        outputs = {"ctc_log_probs": self.ctc_log_probs} if self.ctc_head is not None else {}
+        return {name: outputs[name](memory) for name in needs if name in outputs}
 
     def ctc_log_probs(self, memory) -> Tensor:
         """The CTC head's log-probabilities (B, S, V) over the encoder's frames, in float32."""

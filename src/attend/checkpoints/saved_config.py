@@ -50,7 +50,8 @@ log = logging.getLogger(__name__)
 CHECKED_GROUPS = ("data", "encoder", "attention", "decoder", "model", "optim", "trainer", "decoding",
                   "average_checkpoints")
 FROM_GIVEN = ("on_error", "max_skip_fraction")  # data options taken from the data config given, where it sets them
-# eval.py's and predict.py's search options and the smallest value each takes (ctc_weight is at most 1 too)
+# eval.py's and predict.py's search options, decoding.<name> as train.py's, and the smallest value each takes
+# (ctc_weight is at most 1 too); given at the top level (beam_size=5, their spelling before) they are refused
 SEARCH_OPTIONS = {"beam_size": 1, "length_penalty": 0.0, "min_len_ratio": 0.0, "max_len_a": 0.0, "max_len_b": 0,
                   "ctc_weight": 0.0}
 BEAM_ONLY = ("beam_size", "length_penalty", "min_len_ratio", "ctc_weight")  # options GreedySearch does not take
@@ -70,16 +71,21 @@ def run_config(checkpoint: dict, cfg: DictConfig | None = None) -> DictConfig:
 
 
 def search_overrides(cfg: DictConfig, saved: dict | None = None) -> dict:
-    """Dotted keys of the saved config that this evaluation changes (search settings), checked at start-up against
-    the checkpoint's saved config ``saved``: a value out of range, a beam-search option on a greedy search, or joint
-    CTC decoding of a model without a CTC head is a ConfigError naming the fix."""
-    given = {key: cfg[key] for key in SEARCH_OPTIONS if cfg.get(key) is not None}
+    """Dotted keys of the saved config that this evaluation changes (the test search's settings, given as
+    ``decoding.<name>``; null keeps the checkpoint's own), checked at start-up against the checkpoint's saved config
+    ``saved``: an old spelling, a value out of range, a beam-search option on a greedy search, or joint CTC decoding
+    of a model without a CTC head is a ConfigError naming the fix."""
+    old = [f"{key}={cfg[key]} is now decoding.{key}={cfg[key]}" for key in SEARCH_OPTIONS if cfg.get(key) is not None]
+    if old:
+        raise ConfigError("the search options are spelt decoding.<name>, as train.py's: " + "; ".join(old))
+    decoding = cfg.get("decoding") or {}
+    given = {key: decoding[key] for key in SEARCH_OPTIONS if decoding.get(key) is not None}
     for key, value in given.items():
         lowest = SEARCH_OPTIONS[key]
         if isinstance(value, bool) or not isinstance(value, int | float) or value < lowest or (
                 key == "ctc_weight" and value > 1):
-            raise ConfigError(f"{key}={value!r} is out of range: give a number of at least {lowest:g}"
-                              + (" and at most 1" if key == "ctc_weight" else "") + f", or drop {key}")
+            raise ConfigError(f"decoding.{key}={value!r} is out of range: give a number of at least {lowest:g}"
+                              + (" and at most 1" if key == "ctc_weight" else "") + f", or drop decoding.{key}")
     if saved is not None:
         check_search_against_model(given, saved)
     overrides = {f"model.test_search.{key}": value for key, value in given.items()}
@@ -89,16 +95,17 @@ def search_overrides(cfg: DictConfig, saved: dict | None = None) -> dict:
 
 
 def check_search_against_model(given: dict, saved: dict) -> None:
-    """The options given fit the checkpoint's search and model (``saved``, its run config)."""
+    """The options given (``decoding.<name>``: value) fit the checkpoint's search and model (``saved``, its run
+    config)."""
     model = saved.get("model", {})
     beam = "beam_size" in given or model.get("test_search", {}).get("_target_") == "attend.search.BeamSearch"
-    greedy_only = [key for key in BEAM_ONLY if key in given] if not beam else []
+    greedy_only = [f"decoding.{key}" for key in BEAM_ONLY if key in given] if not beam else []
     if greedy_only:
         raise ConfigError(f"{', '.join(greedy_only)} apply to beam search, and this checkpoint tests with greedy "
-                          "search: add beam_size=5 (say) to search with a beam")
+                          "search: add decoding.beam_size=5 (say) to search with a beam")
     if given.get("ctc_weight", 0) > 0 and not model.get("ctc_weight"):
-        raise ConfigError(f"ctc_weight={given['ctc_weight']} decodes with a CTC head, and this checkpoint's model has "
-                          "none (trained with model.ctc_weight=0): drop ctc_weight, or set ctc_weight=0")
+        raise ConfigError(f"decoding.ctc_weight={given['ctc_weight']} decodes with a CTC head, and this checkpoint's "
+                          "model has none (trained with model.ctc_weight=0): drop decoding.ctc_weight, or set it to 0")
 
 
 def with_cache_dir(config: DictConfig, cache_dir: str | None) -> DictConfig:

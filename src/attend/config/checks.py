@@ -111,17 +111,16 @@ def check_init_from(cfg: DictConfig) -> None:
 
 
 def check_ctc_decoding(cfg: DictConfig) -> None:
-    """``decoding.ctc_weight`` is a mixing weight in [0, 1]; above 0, joint CTC/attention beam search reads the CTC
-    head, which only a model trained with ``model.ctc_weight`` > 0 has (greedy search ignores it): refused here
-    rather than at the first test batch, after the whole training."""
+    """``decoding.ctc_weight`` is a mixing weight in [0, 1]; the test search's (beam search reads it, greedy search
+    does not) above 0 weighs the CTC scorer, which reads the CTC head that only a model trained with
+    ``model.ctc_weight`` > 0 has: refused here rather than at the first test batch, after the whole training."""
     weight = cfg.decoding.get("ctc_weight", 0.0)
     if not isinstance(weight, int | float):
         return  # type_errors names it
     if not 0.0 <= weight <= 1.0:
         raise ConfigError(f"decoding.ctc_weight is a mixing weight in [0, 1], got {weight}: set "
                           "decoding.ctc_weight=0.3, say, or 0 (off)")
-    beam = OmegaConf.select(cfg, "model.test_search._target_") == "attend.search.BeamSearch"
-    decoded = OmegaConf.select(cfg, "model.test_search.ctc_weight", default=0.0) if beam else 0.0
+    decoded = OmegaConf.select(cfg, "model.test_search.ctc_weight", default=0.0)  # greedy search has no CTC weight
     trained = cfg.model.get("ctc_weight", 0.0)
     if isinstance(decoded, int | float) and decoded > 0 and isinstance(trained, int | float) and trained == 0:
         raise ConfigError(f"decoding.ctc_weight={decoded} decodes with the CTC head, but model.ctc_weight=0 trains "

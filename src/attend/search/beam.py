@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -13,6 +14,7 @@ from attend.memory import Memory
 from attend.search.ctc_prefix import CTCPrefixScorer
 from attend.search.pool import FinishedPool, in_input_order
 from attend.search.result import SearchResult, forbid, max_lengths
+from attend.search.scorer import Scorer, ScorerState
 from attend.search.state import reorder_state
 
 
@@ -29,7 +31,7 @@ class _Live:
     memory: Memory  # (b*K, ...)
     state: Any  # the decoder's state, b*K rows
     prev: Tensor  # (b*K,) last tokens
-    ctc: CTCPrefixScorer | None = None  # joint CTC/attention decoding: the CTC prefix scores of the b*K beams
+    scorers: dict[str, ScorerState] = field(default_factory=dict)  # the states of the scorers that count, b*K rows
 
 
 class BeamSearch:
@@ -42,11 +44,16 @@ class BeamSearch:
     live hypothesis must end. Done sentences leave the batch, so later steps compute only the rows still
     searched. The result is the pool's best (its weights after its end token are zeros).
 
-    With ``ctc_weight`` lambda > 0 the search is joint CTC/attention decoding (Watanabe et al. 2017, as ESPnet):
-    a token's score is (1 - lambda) log p_att(c | h) + lambda (log psi(h + c) - log psi(h)), psi the CTC prefix
-    probability (``CTCPrefixScorer``), so a hypothesis scores (1 - lambda) log P_att(Y) + lambda log P_ctc(Y) when
-    it ends. Only the ceil(1.5 K) tokens the attention finds likeliest for a hypothesis get a CTC score (the
-    others -inf), as SpeechBrain and ESPnet's pre-beam do: CTC scores cost frames x candidates each.
+    Every score is a named scorer's with a weight (``weights``; ESPnet's ``BeamSearch(scorers, weights)``): a token c
+    extends hypothesis h by weights["decoder"] log p_att(c | h) + the sum of weights[name] x the gain of each scorer
+    (``Scorer``). ``ctc_weight`` lambda gives the ``ctc`` scorer (``CTCPrefixScorer``) and the decoder 1 - lambda:
+    joint CTC/attention decoding (Watanabe et al. 2017, as ESPnet), a token's score (1 - lambda) log p_att(c | h) +
+    lambda (log psi(h + c) - log psi(h)), psi the CTC prefix probability, so a hypothesis scores (1 - lambda)
+    log P_att(Y) + lambda log P_ctc(Y) when it ends. ``scorers`` adds others (a language model, a length bonus), each
+    with its weight in ``weights``. A scorer of weight 0 is not there: the search neither starts nor calls it, and
+    with none the search is the attention decoder's alone. With a partial scorer (CTC) only the ceil(1.5 K) tokens
+    the attention finds likeliest for a hypothesis, and the end token, get a score (the others -inf), as SpeechBrain
+    and ESPnet's pre-beam do: CTC scores cost frames x candidates each. ``needs``: the model outputs the scorers read.
     """
 
     def __init__(
@@ -57,6 +64,8 @@ class BeamSearch:
         max_len_b: int = 10,
         min_len_ratio: float = 0.0,
         ctc_weight: float = 0.0,
+        scorers: Mapping[str, Scorer] | None = None,
+        weights: Mapping[str, float] | None = None,
     ) -> None:
         if beam_size < 1:
             raise ValueError(f"beam_size must be at least 1, got {beam_size}")
@@ -64,29 +73,43 @@ class BeamSearch:
             raise ValueError(f"min_len_ratio must be >= 0 (output tokens per source position), got {min_len_ratio}")
         if not 0.0 <= ctc_weight <= 1.0:
             raise ValueError(f"ctc_weight is a mixing weight in [0, 1] (decoding.ctc_weight), got {ctc_weight}")
+        added, added_weights = dict(scorers or {}), dict(weights or {})
+        if set(added) != set(added_weights) or {"decoder", "ctc"} & set(added):
+            raise ValueError(f"scorers {sorted(added)} and weights {sorted(added_weights)} must name the same scorers, "
+                             "and neither decoder nor ctc: ctc_weight sets those two")
         self.beam_size = beam_size
         self.length_penalty = length_penalty
         self.max_len_a = max_len_a
         self.max_len_b = max_len_b
         self.min_len_ratio = min_len_ratio
-        self.ctc_weight = ctc_weight
-        self.pre_beam = math.ceil(1.5 * beam_size)  # tokens per hypothesis that get a CTC score
+        self.weights = {"decoder": 1.0 - ctc_weight, "ctc": ctc_weight, **added_weights}
+        every = {"ctc": CTCPrefixScorer(), **added}
+        self.scorers = {name: scorer for name, scorer in every.items() if self.weights[name] != 0}  # those that count
+        # a sentence stops early (_bound) only while scores can only fall: positive weights of gains never above 0
+        self.scores_fall = all(self.weights[name] > 0 and not scorer.rises for name, scorer in self.scorers.items())
+        self.pre_beam = math.ceil(1.5 * beam_size)  # tokens per hypothesis that a partial scorer scores
+
+    @property
+    def needs(self) -> tuple[str, ...]:
+        """The model outputs its scorers read, by name (``ctc_log_probs`` with CTC): what ``__call__`` is given."""
+        return tuple(scorer.needs for scorer in self.scorers.values() if scorer.needs is not None)
 
     def penalty(self, lengths: Tensor) -> Tensor:
         """lp(|Y|) of GNMT eq. 14 for lengths that count the end token."""
         return ((5.0 + lengths.float()) / 6.0) ** self.length_penalty
 
     @torch.no_grad()
-    def __call__(
-        self, decoder, memory: Memory, bos_id: int, eos_id: int, pad_id: int, ctc_log_probs: Tensor | None = None
-    ) -> SearchResult:
-        """The best finished hypothesis of every sentence, by length-normalised score. ``ctc_log_probs`` (B, S, V):
-        the CTC head's log-probabilities over the memory's frames (blank = pad id), read when ``ctc_weight`` > 0."""
+    def __call__(self, decoder, memory: Memory, bos_id: int, eos_id: int, pad_id: int, **given: Tensor) -> SearchResult:
+        """The best finished hypothesis of every sentence, by length-normalised score. ``given``: the model outputs
+        its scorers read (``needs``) by name, e.g. ctc_log_probs (B, S, V), the CTC head's log-probabilities over the
+        memory's frames (blank = pad id)."""
         k = self.beam_size
         memory = decoder.prepare(memory)  # keys once per source, then tiled
         live = self._start(decoder, memory, bos_id)
-        if self.ctc_weight > 0:
-            live.ctc = self._ctc_scorer(ctc_log_probs, memory.lengths, pad_id, eos_id)
+        live.scorers = {
+            name: scorer.start(given.get(scorer.needs) if scorer.needs else None, memory, k, bos_id, eos_id, pad_id)
+            for name, scorer in self.scorers.items()
+        }
         batch, source_lengths = live.scores.size(0), memory.lengths  # (B,)
         pool: FinishedPool | None = None
         done: list[tuple[Tensor, Tensor, Tensor, Tensor]] = []  # (sentences, tokens, weights, scores)
@@ -142,18 +165,9 @@ class BeamSearch:
             prev=torch.full((batch * k,), bos_id, dtype=torch.long, device=device),
         )
 
-    def _ctc_scorer(self, log_probs: Tensor | None, lengths: Tensor, pad_id: int, eos_id: int) -> CTCPrefixScorer:
-        if log_probs is None:
-            raise ValueError(
-                f"joint CTC/attention decoding (ctc_weight={self.ctc_weight}) needs the CTC head's log-probabilities, "
-                "but the model has no CTC head: train with model.ctc_weight > 0, or decode with decoding.ctc_weight=0 "
-                "(eval.py and predict.py: ctc_weight=0)"
-            )
-        return CTCPrefixScorer(log_probs, lengths, self.beam_size, blank=pad_id, eos=eos_id)
-
     def _totals(self, logits: Tensor, live: _Live, t: int, bos_id: int, eos_id: int, pad_id: int) -> Tensor:
         """Score (b, K*V) of every expansion: no padding or start token; no end token before the minimum
-        length; only the end token at the length limit (which wins over the minimum); with CTC, the joint score."""
+        length; only the end token at the length limit (which wins over the minimum); with scorers, the weighted sum."""
         logp = forbid(torch.log_softmax(logits.float(), dim=-1), [pad_id, bos_id])
         logp = logp.view(-1, self.beam_size, logp.size(-1))  # (b, K, V)
         at_limit = (t + 1 >= live.limits).view(-1, 1)  # (b, 1)
@@ -161,30 +175,37 @@ class BeamSearch:
         eos = logp[..., eos_id].masked_fill(too_short, -torch.inf)  # (b, K)
         logp.masked_fill_(at_limit.unsqueeze(-1), -torch.inf)  # in place: the step's largest tensor
         logp[..., eos_id] = eos
-        if live.ctc is not None:
-            logp = self._joint(logp, live.ctc, eos_id)
+        if live.scorers:
+            logp = self._weighted(logp, live.scorers, eos_id)
         return logp.add_(live.scores.unsqueeze(-1)).view(logp.size(0), -1)
 
-    def _joint(self, logp: Tensor, ctc: CTCPrefixScorer, eos_id: int) -> Tensor:
-        """(1 - lambda) log p_att + lambda (log psi(h + c) - log psi(h)) (b, K, V) for the pre-beam, the
-        ceil(1.5 K) tokens likeliest by attention of each hypothesis, and for the end token (log P_ctc(h) there),
-        which is always scored, as in ESPnet: a hypothesis can end even when the attention ranks the end token low
-        (it costs no recursion); -inf for every other token."""
+    def _weighted(self, logp: Tensor, states: dict[str, ScorerState], eos_id: int) -> Tensor:
+        """weights["decoder"] log p_att + the sum of weights[name] x each scorer's gains (b, K, V). With a partial
+        scorer (CTC) only for the pre-beam, the ceil(1.5 K) tokens likeliest by attention of each hypothesis, and
+        for the end token, which is always scored, as in ESPnet: a hypothesis can end even when the attention ranks
+        the end token low (for CTC a look-up, no recursion); -inf for every other token."""
         flat = logp.view(-1, logp.size(-1))  # (b*K, V)
-        attention, candidates = flat.topk(min(self.pre_beam, flat.size(-1)), dim=-1)  # (b*K, C)
-        attention = torch.cat([attention, flat[:, eos_id, None]], dim=1)  # (b*K, C + 1)
-        prefix = torch.cat([ctc.score(candidates), ctc.whole().unsqueeze(1)], dim=1)  # (b*K, C + 1)
-        candidates = torch.cat([candidates, torch.full_like(candidates[:, :1], eos_id)], dim=1)  # (b*K, C + 1)
-        old = ctc.prefix.unsqueeze(1)  # (b*K, 1): -inf for a prefix CTC cannot emit (no gain then, not NaN)
-        gain = torch.where(old.isfinite(), prefix - old, -torch.inf).float()  # (b*K, C + 1)
-        joint = (1.0 - self.ctc_weight) * attention + self.ctc_weight * gain  # (b*K, C + 1)
-        joint = joint.masked_fill(attention.isinf(), -torch.inf)  # lambda = 1: 0 * -inf would be NaN
+        if any(self.scorers[name].partial for name in states):
+            attention, candidates = flat.topk(min(self.pre_beam, flat.size(-1)), dim=-1)  # (b*K, C)
+            parts = [candidates, torch.full_like(candidates[:, :1], eos_id)]  # the pre-beam, then the end token
+            attention = torch.cat([attention, flat[:, eos_id, None]], dim=1)  # (b*K, C + 1)
+        else:  # every token is a candidate
+            attention, parts = flat, [torch.arange(flat.size(-1), device=flat.device).expand_as(flat)]
+        total = self.weights["decoder"] * attention  # (b*K, C + 1), or (b*K, V)
+        for name, state in states.items():
+            total = total + self.weights[name] * torch.cat([state.gains(part) for part in parts], dim=1)
+        total = total.masked_fill(attention.isinf(), -torch.inf)  # a decoder weight 0: 0 * -inf would be NaN
+        if len(parts) == 1:
+            return total.view_as(logp)
         # the end token may be twice among the candidates, with the same score: either write is right
-        return torch.full_like(flat, -torch.inf).scatter_(1, candidates, joint).view_as(logp)
+        return torch.full_like(flat, -torch.inf).scatter_(1, torch.cat(parts, dim=1), total).view_as(logp)
 
     def _bound(self, scores: Tensor, limits: Tensor, t: int) -> Tensor:
         """The best normalised score (b,) a live hypothesis of log-probability ``scores`` can still reach:
-        log-probabilities only fall, so its score over the largest penalty of a length it can end at."""
+        log-probabilities only fall, so its score over the largest penalty of a length it can end at. With a score
+        that may rise (a length bonus), +inf for a sentence with a live hypothesis: only its length limit ends it."""
+        if not self.scores_fall:
+            return scores.masked_fill(scores.isfinite(), torch.inf)
         return scores / self.penalty(limits).clamp(min=((6.0 + t) / 6.0) ** self.length_penalty)
 
     def _advance(
@@ -199,8 +220,8 @@ class BeamSearch:
             live.active, live.limits, live.min_tokens = live.active[keep], live.limits[keep], live.min_tokens[keep]
         rows = (keep if keep is not None else torch.arange(origin.size(0), device=origin.device)).unsqueeze(1)
         live.state = reorder_state(live.state, (rows * k + origin).view(-1))  # (b'*K,) rows of the step's batch
-        if live.ctc is not None:
-            live.ctc.advance((rows * k + origin).view(-1), token.view(-1), keep)
+        for state in live.scorers.values():
+            state.advance((rows * k + origin).view(-1), token.view(-1), keep)
         live.history = torch.cat([live.history[rows, origin], token.unsqueeze(-1)], dim=-1)  # (b', K, t+1)
         live.weights = weights[rows, origin]  # (b', K, t+1, ...)
         live.scores, live.prev = scores, token.view(-1)

@@ -1,4 +1,5 @@
-"""CTC prefix scores for joint CTC/attention beam search (Watanabe et al. 2017), batched over hypotheses."""
+"""CTC prefix scores for joint CTC/attention beam search (Watanabe et al. 2017), batched over hypotheses: the
+search's ``ctc`` scorer."""
 
 from __future__ import annotations
 
@@ -6,8 +7,30 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from attend.memory import Memory
+from attend.search.scorer import Scorer, ScorerState
 
-class CTCPrefixScorer:
+
+class CTCPrefixScorer(Scorer):
+    """The CTC head's scores of a hypothesis (blank = pad id): its log-probabilities over the encoder's frames
+    (``ctc_log_probs`` (B, S, V), which the model gives) make each search's ``CTCPrefixScores``. Partial: each
+    candidate costs a sum over the frames, so only the pre-beam gets one."""
+
+    needs = "ctc_log_probs"
+    partial = True
+
+    def start(
+        self, given: Tensor | None, memory: Memory, beam_size: int, bos_id: int, eos_id: int, pad_id: int
+    ) -> ScorerState:
+        if given is None:
+            raise ValueError(
+                "joint CTC/attention decoding needs the CTC head's log-probabilities, but the model has no CTC head: "
+                "train with model.ctc_weight > 0, or decode with decoding.ctc_weight=0"
+            )
+        return CTCPrefixScores(given, memory.lengths, beam_size, blank=pad_id, eos=eos_id)
+
+
+class CTCPrefixScores(ScorerState):
     """log P_ctc of each live hypothesis extended by candidate tokens, for N = b*K hypotheses (K per sentence).
 
     The CTC forward variables of a prefix h, r^n_t(h) (frames 0..t emit h, the last frame h's last label) and
@@ -58,6 +81,12 @@ class CTCPrefixScorer:
         repeat = candidates == self.last.unsqueeze(1)  # (N, C)
         scores = sums.gather(2, repeat.long().unsqueeze(-1)).squeeze(-1).log() + scale.unsqueeze(1)  # (N, C)
         return torch.where(candidates == self.eos, self.whole().unsqueeze(1), scores)
+
+    def gains(self, candidates: Tensor) -> Tensor:
+        """log psi(h + c) - log psi(h) (N, C), in float32: log P(h) - log psi(h) for the end token, so that a finished
+        hypothesis has gained log P_ctc(h) in all. -inf after a prefix CTC cannot emit (no gain then, not NaN)."""
+        old = self.prefix.unsqueeze(1)  # (N, 1)
+        return torch.where(old.isfinite(), self.score(candidates) - old, -torch.inf).float()
 
     def whole(self) -> Tensor:
         """log P(h) (N,) of each hypothesis as a whole sequence (the end token's score): no recursion, a look-up."""

@@ -18,6 +18,8 @@ class GreedySearch:
     A sentence's attention weights after its end token are zeros (as beam search returns them).
     """
 
+    needs: tuple[str, ...] = ()  # model outputs it reads besides the decoder's: none (it has no scorers)
+
     def __init__(self, max_len_a: float = 1.5, max_len_b: int = 10) -> None:
         self.max_len_a = max_len_a
         self.max_len_b = max_len_b
