@@ -10,7 +10,8 @@ import sys
 import pytest
 from omegaconf import OmegaConf
 
-from attend.checkpoints.saved_config import moved, with_cache_dir, with_test_data
+from attend.checkpoints.saved_config import moved, run_config, with_cache_dir, with_test_data
+from attend.checkpoints.saved_run import load_checkpoint, load_run
 from attend.config.errors import ConfigError
 from attend.data import ParallelText, WordTokenizer
 from attend.run.evaluate import evaluate
@@ -118,3 +119,18 @@ def test_unseen_caption_metrics_are_left_out_on_another_data_set(tmp_path):
     metrics = evaluate(cfg)
     assert "test/cider" in metrics and "test/pointing" in metrics
     assert not [name for name in metrics if name.endswith("_unseen")]
+
+
+def test_one_call_reads_a_checkpoint_upgrades_its_config_and_applies_the_command_line(tmp_path):
+    cfg = eval_config(DATES, tmp_path, ["decoding.beam_size=3", "decoding.length_penalty=0.2",
+                                        f"paths.cache_dir={tmp_path / 'cache'}"])
+    run = load_run(DATES, cfg)
+    assert run.path == DATES and "state_dict" in run.checkpoint and run.tokenizers["tgt_tokenizer"]
+    assert run.config.data._target_ == "attend.data.DataModule"  # saved before the data modules became one
+    # and before the harness moved into rooms
+    assert run.config.callbacks.preemption._target_ == "attend.callbacks.preemption.Preemption"
+    assert run.config.trainer.plugins[0]._target_ == "attend.checkpoints.files.AtomicCheckpointIO"
+    search = run.config.model.test_search
+    assert (search._target_, search.beam_size, search.length_penalty) == ("attend.search.BeamSearch", 3, 0.2)
+    assert run.config.paths.cache_dir == run.config.data.cache_dir == str(tmp_path / "cache")
+    assert load_run(DATES).config == run_config(load_checkpoint(DATES))  # no command line: only the upgrade
