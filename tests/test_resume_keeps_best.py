@@ -17,6 +17,9 @@ from attend.callbacks.keep_for_averaging import KeepForAveraging
 from attend.checkpoints.averaging import read_kept
 from attend.checkpoints.files import read_checkpoint
 
+# three train.py runs end to end (about a minute here): the slow tier (make test-slow; CI runs both)
+pytestmark = pytest.mark.slow
+
 SCORES = [0.5, 0.3, 0.4, 0.45, 0.35]  # val/loss by epoch: the best is epoch 1, the second best epoch 4
 
 

@@ -14,6 +14,7 @@ from tests.conftest import ROOT
 from tests.test_entry_points import TINY_DATES, run
 
 
+@pytest.mark.slow  # a script's own process (10-20 s here): the slow tier, which CI runs too
 def test_profile_step_prints_throughput_and_the_top_operators():
     overrides = [o for o in TINY_DATES if not o.startswith("trainer.")]
     result = run("scripts/profile_step.py", *overrides, "--warmup", "1", "--steps", "3", "--top", "5")
@@ -32,6 +33,7 @@ def test_thread_table_prints_a_row_of_rates_for_each_task_and_machine_state():
     assert all(int(value.replace(",", "")) > 0 for row in rows for value in row[1:])
 
 
+@pytest.mark.slow  # a script's own process (10-20 s here): the slow tier, which CI runs too
 def test_profile_step_runs_on_the_threads_the_config_sets():
     # train.py sets PyTorch's threads from `threads`; the timings must be of the same setting
     overrides = [o for o in TINY_DATES if not o.startswith("trainer.")] + ["threads=3"]
@@ -39,12 +41,14 @@ def test_profile_step_runs_on_the_threads_the_config_sets():
     assert result.stdout.startswith("threads 3 ") or "\nthreads 3 " in result.stdout, result.stdout
 
 
+@pytest.mark.slow  # a script's own process (10-20 s here): the slow tier, which CI runs too
 def test_profile_step_cycles_a_split_shorter_than_the_steps_asked_for():
     overrides = [o for o in TINY_DATES if not o.startswith("trainer.")] + ["data.source.n_train=200"]
     result = run("scripts/profile_step.py", *overrides, "--warmup", "2", "--steps", "8", "--top", "0")
     assert "ms/step" in result.stdout
 
 
+@pytest.mark.slow  # a script's own process (10-20 s here): the slow tier, which CI runs too
 def test_profile_step_names_a_bad_override_and_a_missing_value():
     for overrides, expected in (
         (["attention=nope"], "Could not find 'attention/nope'"),
@@ -59,6 +63,7 @@ def test_profile_step_names_a_bad_override_and_a_missing_value():
         assert "Traceback" not in result.stderr
 
 
+@pytest.mark.slow  # a script's own process (10-20 s here): the slow tier, which CI runs too
 def test_attention_memory_benchmark_prints_both_modes():
     result = run("scripts/bench_attention_memory.py", "--batch", "2", "--steps", "8", "--frames", "50", "--hidden",
                  "16", "--max-elements", "1000")

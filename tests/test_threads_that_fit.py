@@ -113,6 +113,7 @@ def test_bad_options_are_refused(options, message):
         ThreadsThatFit(**options)
 
 
+@pytest.mark.slow  # train.py end to end (about 20 s): the slow tier; the units above run in make test
 def test_a_budgeted_cpu_run_of_train_py_measures_and_logs_its_threads(tmp_path):
     """Two threads allowed (the tests otherwise run everything on one): the run measures and logs train/threads."""
     import csv
