@@ -11,7 +11,7 @@ import torch.nn.functional as F
 from attend.attention import HardAttention, LocationAttention, MultiHeadAttention
 from attend.decoders import BahdanauDecoder, LuongDecoder
 from attend.reinforce import Reinforce
-from tests.conftest import additive
+from tests.helpers.parts import additive
 
 
 def hard(scorer=None, expected_context_probability=0.0):

@@ -7,7 +7,8 @@ import json
 
 from attend.callbacks import AttentionPlots
 from attend.run.evaluate import evaluate
-from tests.conftest import DATES, eval_config
+from tests.helpers.configs import eval_config
+from tests.helpers.paths import DATES
 
 
 def test_num_plots_0_writes_the_metrics_and_no_plots(tmp_path, capsys):

@@ -11,7 +11,7 @@ import torch
 
 import attend.callbacks.threads_that_fit as threads_module
 from attend.callbacks import ThreadsThatFit
-from tests.conftest import ROOT
+from tests.helpers.paths import ROOT
 
 
 class Machine:

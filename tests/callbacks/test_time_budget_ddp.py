@@ -18,7 +18,8 @@ import lightning.pytorch.callbacks.timer as timer_module
 import pytest
 from lightning.pytorch.strategies import DDPStrategy
 
-from tests.callbacks.test_time_budget import (
+from tests.helpers.paths import ROOT
+from tests.helpers.time_budget import (
     WARMUP,
     ClockedRegression,
     FakeClock,
@@ -28,7 +29,6 @@ from tests.callbacks.test_time_budget import (
     noisy_pace,
     trainer,
 )
-from tests.helpers.paths import ROOT
 
 pytestmark = pytest.mark.slow  # a two-process DDP run: make test-slow (CI runs both tiers)
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from lightning.pytorch.callbacks import ModelCheckpoint
 
-from tests.callbacks.test_time_budget import (
+from tests.helpers.time_budget import (
     ClockedRegression,
     Crash,
     FakeClock,

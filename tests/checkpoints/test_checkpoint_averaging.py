@@ -20,7 +20,7 @@ from attend.checkpoints.averaging import AVERAGED_FILE, AverageOptions, average_
 from attend.config.checks import check_config
 from attend.config.errors import ConfigError
 from attend.run.evaluate import evaluate
-from tests.conftest import ROOT
+from tests.helpers.paths import ROOT
 
 STATE_KEY = "KeepForAveraging{'monitor': 'val/bleu', 'mode': 'max'}"  # any key: the state is found by its fields
 

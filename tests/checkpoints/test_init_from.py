@@ -19,8 +19,9 @@ from attend.decoders import LuongDecoder
 from attend.encoders import TextEncoder
 from attend.model import Seq2Seq
 from attend.run.context import reported_as_messages
-from tests.config.test_config import compose_train, resolve_paths
-from tests.conftest import DATES, ROOT, additive
+from tests.helpers.configs import compose_train, resolve_paths
+from tests.helpers.parts import additive
+from tests.helpers.paths import DATES, ROOT
 
 SOURCES = ["12 May 2001", "3/4/99"]
 TARGETS = ["2001-05-12", "1999-03-04"]

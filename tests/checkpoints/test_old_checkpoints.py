@@ -17,9 +17,11 @@ from attend.decoders import LuongDecoder
 from attend.encoders import TextEncoder
 from attend.model import Seq2Seq
 from attend.run.evaluate import evaluate
-from tests.conftest import ROOT, additive, eval_config
+from tests.helpers.configs import eval_config
+from tests.helpers.parts import additive
+from tests.helpers.paths import FIXTURES
 
-FIXTURES = ROOT / "tests" / "fixtures" / "old_checkpoints"  # how and why they were made: README.md there
+OLD_CHECKPOINTS = FIXTURES / "old_checkpoints"  # how and why they were made: README.md there
 TEXT_STATE = {"src_tokenizer": {"kind": "char"}, "tgt_tokenizer": {"kind": "char"}}
 
 
@@ -46,12 +48,12 @@ def assert_metrics_equal(evaluated: dict, expected: dict) -> None:
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["dates", "shapes"])
 def test_an_old_checkpoint_evaluates_to_its_recorded_metrics(name, tmp_path):
-    fixture = FIXTURES / f"{name}.ckpt"
+    fixture = OLD_CHECKPOINTS / f"{name}.ckpt"
     checkpoint = torch.load(fixture, map_location="cpu", weights_only=False)
     assert "tokenizers" in checkpoint["attend"]  # written by the model, as the code before the change did
     ckpt_path = with_cache_dir(fixture, tmp_path / "cache", tmp_path)
     evaluated = evaluate(eval_config(ckpt_path, tmp_path / "eval"))
-    expected = json.loads((FIXTURES / f"{name}.expected.json").read_text())
+    expected = json.loads((OLD_CHECKPOINTS / f"{name}.expected.json").read_text())
     assert_metrics_equal(evaluated, expected)
     assert json.loads((tmp_path / "eval" / "test_metrics.json").read_text()) == evaluated
 

@@ -134,7 +134,7 @@ def train_py(folder: Path, *overrides: str) -> str:
     import subprocess
     import sys
 
-    from tests.conftest import ROOT
+    from tests.helpers.paths import ROOT
 
     result = subprocess.run([sys.executable, "train.py", *WHOLE_RUN, *overrides, f"hydra.run.dir={folder}"],
                             cwd=ROOT, capture_output=True, text=True, timeout=300)
@@ -173,7 +173,7 @@ def uninterrupted(tmp_path_factory) -> Path:
 
 def test_train_py_preempted_after_its_best_epoch_and_resumed_equals_the_uninterrupted_run(uninterrupted, tmp_path):
     first, resumed = tmp_path / "first", tmp_path / "resumed"
-    output = train_py(first, "+callbacks.preempt._target_=tests.preempt_after_epoch.PreemptAfterEpoch",
+    output = train_py(first, "+callbacks.preempt._target_=tests.helpers.preempt_after_epoch.PreemptAfterEpoch",
                       "+callbacks.preempt.epoch=1")
     assert "SIGTERM received" in output and not (first / "test_metrics.json").exists()
     train_py(resumed, f"ckpt_path={first / 'checkpoints' / 'last.ckpt'}")

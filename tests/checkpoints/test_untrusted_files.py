@@ -18,8 +18,8 @@ from attend.checkpoints.saved_run import load_checkpoint
 from attend.config.errors import ConfigError
 from attend.data.tokenizers.tokenizer import UntrustedStateError, states_from_text, states_to_text
 from attend.loggers.wandb_run import run_id_in_checkpoint
-from tests.conftest import DATES
-from tests.data.test_cache_repair import started, store_files
+from tests.helpers.contract_data import started, store_files
+from tests.helpers.paths import DATES
 
 
 class RunsCode:

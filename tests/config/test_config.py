@@ -12,38 +12,16 @@ import pytest
 import torch
 from hydra import compose, initialize_config_dir
 from hydra.utils import get_class, instantiate
-from omegaconf import OmegaConf, open_dict
+from omegaconf import OmegaConf
 
 from attend.builder import build_encoder
 from attend.config.checks import check_config
 from attend.config.errors import ConfigError
 from attend.config.option_types import type_errors
 from attend.memory import Memory
-from tests.conftest import ROOT
+from tests.helpers.configs import DECODER_FLOWS, compose_train, options, resolve_paths
+from tests.helpers.paths import CONF, ROOT
 
-CONF = ROOT / "conf"
-
-
-def options(group: str) -> list[str]:
-    return sorted(p.stem for p in (CONF / group).glob("*.yaml"))
-
-
-def compose_train(overrides: list[str]):
-    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-        return compose(config_name="train", overrides=overrides, return_hydra_config=True)
-
-
-def resolve_paths(cfg):
-    """Outside a Hydra run, give the ${hydra:...} paths a value so the config resolves."""
-    with open_dict(cfg):
-        cfg.pop("hydra", None)  # the job never sees Hydra's own node
-    cfg.paths.root_dir = str(ROOT)
-    cfg.paths.output_dir = "/tmp/attend-test-output"
-    return cfg
-
-
-# the decoder flows; the named choices built on them (show_attend_tell, speller) are tested below
-DECODER_FLOWS = ["bahdanau", "luong", "transformer"]
 NAMED_DECODERS = sorted(set(options("decoder")) - set(DECODER_FLOWS))
 COMBINATIONS = list(itertools.product(options("task"), options("attention"), DECODER_FLOWS, options("encoder")))
 

@@ -12,7 +12,7 @@ from attend.config.checks import check_config
 from attend.config.errors import ConfigError
 from attend.config.renamed_options import targets, upgrade, upgrade_config
 from attend.data import AudioModality, TextModality
-from tests.config.test_config import resolve_paths
+from tests.helpers.configs import resolve_paths
 from tests.helpers.paths import CONF
 
 CONF_DIR = CONF

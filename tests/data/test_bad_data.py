@@ -15,9 +15,9 @@ from attend.data import DataModule, ParallelText
 from attend.data.audio import JsonlManifest
 from attend.data.bad_samples import BadSamples, DataError, Skipped
 from attend.data.images import Flickr8k
-from tests.data.audio.test_audio_datamodule import make_datamodule, write_manifest
-from tests.data.images.test_image_datamodule import FLICKR8K, GIRL, FileSource, datamodule, image_file, ready, record
-from tests.data_modules import text_datamodule
+from tests.helpers.audio import make_datamodule, write_manifest
+from tests.helpers.datamodules import text_datamodule
+from tests.helpers.images import FLICKR8K, GIRL, FileSource, datamodule, image_file, ready, record
 
 GOOD_PAIRS = [(f"ein haus nummer {i}", f"a house number {i}") for i in range(16)]
 

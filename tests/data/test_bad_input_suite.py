@@ -31,8 +31,8 @@ from attend.config.errors import ConfigError
 from attend.data import DataModule, ParallelText
 from attend.data.audio import JsonlManifest
 from attend.data.bad_samples import DataError
-from tests.data.images.test_image_datamodule import FileSource, record
-from tests.data_modules import caption_datamodule, speech_datamodule, text_datamodule
+from tests.helpers.datamodules import caption_datamodule, speech_datamodule, text_datamodule
+from tests.helpers.images import FileSource, record
 
 SPLITS = ("train", "val", "test")
 TARGETS = {"text": 150, "audio": 130, "image": 120}  # cases per modality (max_examples): ~30 s on one core in all

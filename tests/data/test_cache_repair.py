@@ -13,8 +13,8 @@ import pytest
 import torch
 
 from attend.data.cache import load_or_rebuild
-from tests.data.audio.test_speech_sources import HAS_ESPEAK, tiny_espeak
-from tests.data.test_contract import build
+from tests.helpers.audio import HAS_ESPEAK, tiny_espeak
+from tests.helpers.contract_data import started, store_files
 
 
 def truncate(path: Path) -> None:
@@ -36,15 +36,6 @@ def warned_about(caplog: pytest.LogCaptureFixture, path: Path) -> bool:
     )
 
 
-# example stores of all three modalities ----------------------------------------------------------
-def started(modality: str, cache_dir: Path):
-    """A data module of the contract suite's data (text in several shards a split), set up from ``cache_dir``."""
-    dm = build(modality, cache_dir.parent, cache=cache_dir.name, shard_size=8 if modality == "text" else 2048)
-    dm.prepare_data()
-    dm.setup("fit")
-    return dm
-
-
 MODALITIES = ("text", "images", "audio")
 
 
@@ -64,12 +55,6 @@ def same_examples(a: list, b: list) -> bool:
         return x == y
 
     return same(a, b)
-
-
-def store_files(cache_dir: Path, name: str) -> list[Path]:
-    """``name`` ("manifest.json", or "shard" for every shard file) in every example store under ``cache_dir``."""
-    pattern = "shard-*.arrow" if name == "shard" else name
-    return sorted((cache_dir / "store").glob(f"*/{pattern}"))
 
 
 @pytest.mark.parametrize("modality", MODALITIES)

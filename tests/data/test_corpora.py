@@ -10,7 +10,7 @@ import pytest
 from attend.data import Corpora
 from attend.data.audio import JsonlManifest
 from attend.data.bad_samples import Skipped
-from tests.data.audio.test_audio_datamodule import TEXTS, make_datamodule, write_manifest
+from tests.helpers.audio import TEXTS, make_datamodule, write_manifest
 
 
 def two_corpora(tmp_path) -> Corpora:

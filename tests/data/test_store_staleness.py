@@ -19,9 +19,9 @@ from attend.data.audio import Utterance
 from attend.data.audio.features import LogMelFrontEnd
 from attend.data.images import ImageCaption
 from attend.data.store import Shard, file_stamp, prepared_store, source_settings
-from tests.data.images.test_image_datamodule import FileSource, stored_keys, stored_pixels
-from tests.data_modules import caption_datamodule as image_datamodule
-from tests.data_modules import speech_datamodule
+from tests.helpers.datamodules import caption_datamodule as image_datamodule
+from tests.helpers.datamodules import speech_datamodule
+from tests.helpers.images import FileSource, stored_keys, stored_pixels
 
 SIZE = 32
 

@@ -15,8 +15,8 @@ from attend.data.images.tuxpaint import TUXPAINT_STAMPS
 from attend.data.unseen import caption_set, is_unseen
 from attend.metrics import CaptionBLEU, CIDErD, Decoded, UnseenOnly
 from attend.search import SearchResult
-from tests.config.test_config import compose_train, resolve_paths
-from tests.data_modules import caption_datamodule
+from tests.helpers.configs import compose_train, resolve_paths
+from tests.helpers.datamodules import caption_datamodule
 
 HYPOTHESES = ["a red circle", "a blue square above a circle", "a cat", "a small dog on a mat", "a green square"]
 REFERENCES = [["a red circle"], ["a blue square above a green circle"], ["a cat sat"], ["a dog on a mat"], ["a square"]]

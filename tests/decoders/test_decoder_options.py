@@ -15,7 +15,7 @@ from torch import nn
 
 import attend.decoders
 from attend.decoders import BahdanauDecoder, LuongDecoder, RNNDecoder
-from tests.conftest import ROOT
+from tests.helpers.paths import ROOT
 
 VARIADIC = (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
 

@@ -3,7 +3,7 @@ import torch
 
 from attend.attention import AdditiveAttention
 from attend.decoders import BahdanauDecoder, LuongDecoder
-from tests.conftest import additive
+from tests.helpers.parts import additive
 
 FLOWS = {
     "bahdanau-gru": (BahdanauDecoder, {}),

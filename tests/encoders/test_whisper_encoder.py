@@ -18,7 +18,7 @@ from attend.encoders import WeightsError, whisper_weights
 from attend.encoders.whisper import FrozenWhisper, WhisperEncoder
 from attend.encoders.whisper_weights import load_whisper_encoder, model_folder, read_variables
 from attend.init import initialize
-from tests.data_modules import speech_datamodule
+from tests.helpers.datamodules import speech_datamodule
 
 RATE = 16000
 
@@ -285,7 +285,7 @@ def test_without_precompute_features_the_batches_hold_log_mel_frames(tmp_path, f
 def test_task_asr_trains_with_encoder_whisper_through_train_py(tmp_path):
     """task=asr (encoder=whisper, frontend=whisper) through the real entry point: two steps, validation, a plot, the
     outputs stored."""
-    from tests.run.test_entry_points import pngs, run
+    from tests.helpers.entry_points import pngs, run
 
     run("train.py", "task=asr", "data=espeak_en", "data.source.n_train=32",
         "data.source.n_val=4", "data.source.n_test=4", "data.loader.batch_size=8", "model.val_search.max_len_a=0.2",
@@ -300,7 +300,7 @@ def test_task_asr_trains_with_encoder_whisper_through_train_py(tmp_path):
 
 @pytest.mark.slow
 def test_whisper_alone_scores_a_test_split_per_corpus(tmp_path):
-    from tests.run.test_entry_points import run
+    from tests.helpers.entry_points import run
 
     result = run("scripts/whisper_alone.py", "data=espeak_en", "data.source.n_train=32", "data.source.n_val=4",
                  "data.source.n_test=4", "--beam-size", "1", "--tsv", str(tmp_path / "out.tsv"))

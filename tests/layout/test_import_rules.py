@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.helpers.paths import ROOT
 
 PACKAGE = ROOT / "src" / "attend"
 HARNESS = ("attend.checkpoints", "attend.callbacks", "attend.loggers", "attend.run")

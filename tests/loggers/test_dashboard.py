@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from attend.callbacks.wandb_run_id import CHECKPOINT_KEY
-from tests.run.test_entry_points import run
-from tests.sweeps.test_sweeps import TINY_MT
+from tests.helpers.entry_points import run
+from tests.helpers.tiny_runs import TINY_MT
 
 # checkpoints kept (no debug=fast): one epoch of two steps, validation on one batch
 SHORT = [o for o in TINY_MT if not o.startswith(("debug=", "logger="))] + [

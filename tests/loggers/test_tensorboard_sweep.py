@@ -14,8 +14,8 @@ from tensorboard.plugins.hparams import metadata
 
 from attend.loggers.tensorboard_run import TensorBoardLogger
 from scripts.tensorboard_screenshot import running_tensorboard
-from tests.run.test_entry_points import run
-from tests.sweeps.test_sweeps import TINY_MT
+from tests.helpers.entry_points import run
+from tests.helpers.tiny_runs import TINY_MT
 
 pytestmark = pytest.mark.slow  # a sweep of train.py runs: make test-slow (CI runs both tiers)
 

@@ -17,7 +17,7 @@ from attend.data.text.date_alignment import date_pieces, iso_alignment, normaliz
 from attend.data.text.dates import DEFAULT_FORMATS, DEFAULT_LOCALES, WrittenDate
 from attend.metrics import AlignmentError, AttentionEntropy, CoverageDeficit, Decoded
 from attend.search import SearchResult
-from tests.data_modules import text_datamodule
+from tests.helpers.datamodules import text_datamodule
 from tests.helpers.paths import MULTI30K
 
 

@@ -21,7 +21,7 @@ import attend.metrics
 from attend.data import WordTokenizer
 from attend.metrics import CIDErD, Decoded
 from attend.search import SearchResult
-from tests.config.test_config import compose_train, resolve_paths
+from tests.helpers.configs import compose_train, resolve_paths
 
 pytestmark = pytest.mark.slow  # DDP runs of two processes each: make test-slow (CI runs both tiers)
 

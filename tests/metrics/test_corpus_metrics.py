@@ -9,7 +9,7 @@ from torch.utils.data import DataLoader
 
 from attend.metrics import CharErrorRate
 from attend.search import GreedySearch
-from tests.search.test_ctc_decoding import tiny_recognizer
+from tests.helpers.tiny_recognizer import tiny_recognizer
 
 
 def score(model, batch) -> dict:

@@ -17,16 +17,7 @@ from attend.metrics import CharErrorRate, Decoded, WordErrorRate
 from attend.model import Seq2Seq
 from attend.plots import close_figure, spectrogram_alignment
 from attend.search import GreedySearch
-
-
-class FrameEncoder(torch.nn.Module):
-    """Features (B, N, F) as the memory, unchanged: enough to test the losses."""
-
-    output_dim = 6
-
-    def forward(self, features, lengths):
-        mask = torch.arange(features.size(1)).unsqueeze(0) < lengths.unsqueeze(1)
-        return Memory(values=features, mask=mask)
+from tests.helpers.tiny_recognizer import FrameEncoder
 
 
 def make_model(ctc_weight: float) -> tuple[Seq2Seq, dict]:

@@ -8,7 +8,7 @@ import torch
 from attend.decoders import LuongDecoder
 from attend.encoders import TextEncoder
 from attend.model import compile_in_place
-from tests.conftest import additive
+from tests.helpers.parts import additive
 
 
 class Pair(torch.nn.Module):

@@ -10,10 +10,9 @@ import torch
 from lightning.pytorch.plugins import MixedPrecision
 from omegaconf import OmegaConf
 
-from tests.model.test_mixed_precision import CLIP, assert_clipped_steps, fit, tiny_model, unclipped_norm
-from tests.run.test_entry_points import run
-from tests.run.test_reliability import nan_at
-from tests.sweeps.test_sweeps import TINY_MT
+from tests.helpers.entry_points import run
+from tests.helpers.precision import CLIP, assert_clipped_steps, fit, nan_at, tiny_model, unclipped_norm
+from tests.helpers.tiny_runs import TINY_MT
 
 SCALE = 8.0  # a scale small enough that the HUGE gradients stay finite in fp16 (the default 65536 skips steps)
 

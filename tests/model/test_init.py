@@ -56,7 +56,7 @@ def test_an_unknown_scheme_stops_at_start_up_by_name():
     """model.init and model.loss_normalization are named choices: checked with the config, before any data."""
     from attend.config.checks import check_config
     from attend.config.errors import ConfigError
-    from tests.config.test_config import compose_train, resolve_paths
+    from tests.helpers.configs import compose_train, resolve_paths
 
     for override, expected in (("model.init=orthogonal", "model.init must be one of xavier, pytorch"),
                                ("model.loss_normalization=words", "model.loss_normalization must be one of tokens")):

@@ -11,7 +11,7 @@ from attend.attention import AdditiveAttention
 from attend.decoders import TransformerDecoder
 from attend.encoders import TransformerEncoder
 from attend.layers import FeedForward, Positions
-from tests.conftest import ROOT
+from tests.helpers.paths import ROOT
 
 DECODERS = ROOT / "src" / "attend" / "decoders"
 

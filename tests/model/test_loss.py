@@ -9,7 +9,7 @@ import torch.nn.functional as F
 from attend.decoders import LuongDecoder
 from attend.encoders import TextEncoder
 from attend.model import Seq2Seq
-from tests.conftest import additive
+from tests.helpers.parts import additive
 
 
 def loss(normalization: str, logits, targets):

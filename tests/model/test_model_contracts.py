@@ -13,7 +13,7 @@ from attend.encoders import TextEncoder
 from attend.metrics import BLEU, AttentionEntropy, Decoded, ExactMatch
 from attend.model import Seq2Seq
 from attend.search import GreedySearch
-from tests.conftest import additive
+from tests.helpers.parts import additive
 
 TEXTS = ["abc", "ba"]
 

@@ -8,8 +8,8 @@ from hydra import compose, initialize_config_dir
 from hydra.utils import instantiate
 
 from attend.builder import build_datamodule, build_model
-from tests.config.test_config import resolve_paths
-from tests.conftest import ROOT
+from tests.helpers.configs import resolve_paths
+from tests.helpers.paths import ROOT
 
 
 def overfit_one_batch(overrides: list[str], tmp_path, steps: int, size: int = 16, lr: float = 3e-3):

@@ -13,9 +13,9 @@ from hydra.utils import instantiate
 from attend.config.checks import check_config
 from attend.config.errors import ConfigError
 from attend.data.audio import EspeakSpeech
-from tests.config.test_config import compose_train, resolve_paths
-from tests.conftest import ROOT
-from tests.run.test_entry_points import pngs, run
+from tests.helpers.configs import compose_train, resolve_paths
+from tests.helpers.entry_points import pngs, run
+from tests.helpers.paths import ROOT
 
 # a small espeak-ng corpus and model; short searches, since an untrained speller never stops by itself
 SMALL_ASR = [
@@ -89,7 +89,7 @@ def test_threads_sets_torchs_cpu_threads_for_the_run(tmp_path):
     threads for the run."""
     assert compose_train(["task=asr"]).threads == compose_train(["task=mt"]).threads == "auto"
     script = ("import torch, attend.run.context as c; "
-              "from tests.config.test_config import compose_train, resolve_paths; "
+              "from tests.helpers.configs import compose_train, resolve_paths; "
               "cfg = resolve_paths(compose_train(['experiment=dates', 'threads=3', 'logger=csv', "
               f"'hydra.run.dir={tmp_path}', 'paths.output_dir={tmp_path}']));\n"
               "with c.run_context(cfg): print('threads', torch.get_num_threads())")

@@ -11,8 +11,8 @@ import pytest
 from PIL import Image
 
 from attend.data.images import ShapeScenes
-from tests.conftest import ROOT
-from tests.run.test_entry_points import assert_same_metrics, pngs, run
+from tests.helpers.entry_points import assert_same_metrics, pngs, run
+from tests.helpers.paths import ROOT
 
 SMALL_SHAPES = [
     "task=caption",

@@ -8,8 +8,8 @@ import json
 import pytest
 
 import attend.metrics
-from tests.run.test_entry_points import pngs, run
-from tests.run.test_matrix import TASK_OVERRIDES
+from tests.helpers.entry_points import pngs, run
+from tests.helpers.tiny_runs import TASK_OVERRIDES
 
 pytestmark = pytest.mark.slow  # DDP runs of two processes each: make test-slow (CI runs both tiers)
 

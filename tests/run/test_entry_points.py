@@ -3,52 +3,16 @@
 from __future__ import annotations
 
 import json
-import math
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 from omegaconf import OmegaConf
 
 from attend.data import DatePairs
-from tests.conftest import ROOT
-
-ATTENTION_TYPES = sorted(p.stem for p in (ROOT / "conf" / "attention").glob("*.yaml"))
-TINY_DATES = [
-    "data=dates",
-    "data.source.n_train=2000",
-    "data.source.n_val=64",
-    "data.source.n_test=64",
-    "encoder.embedding_dim=16",
-    "encoder.hidden_size=32",
-    "decoder.embedding_dim=16",
-    "decoder.hidden_size=64",
-    "trainer.max_epochs=1",
-    "trainer.limit_train_batches=8",
-    "trainer.limit_val_batches=1",
-    "trainer.log_every_n_steps=1",
-]
-
-
-def run(script: str, *overrides: str, timeout: int = 300) -> subprocess.CompletedProcess:
-    result = subprocess.run(
-        [sys.executable, script, *overrides], cwd=ROOT, capture_output=True, text=True, timeout=timeout
-    )
-    assert result.returncode == 0, f"{script} failed:\n{result.stdout[-3000:]}\n{result.stderr[-5000:]}"
-    return result
-
-
-def assert_same_metrics(evaluated: dict, tested: dict) -> None:
-    """eval.py's test metrics of a checkpoint are the ones train.py's test wrote for it (the same names and values)."""
-    assert set(evaluated) == set(tested)
-    for name, value in tested.items():
-        assert math.isclose(evaluated[name], value, rel_tol=1e-5, abs_tol=1e-6), (name, evaluated[name], value)
-
-
-def pngs(folder: Path) -> list[Path]:
-    return sorted(folder.rglob("*.png"))
-
+from tests.helpers.entry_points import assert_same_metrics, pngs, run
+from tests.helpers.paths import ROOT
+from tests.helpers.tiny_runs import TINY_DATES
 
 # debug=fast keeps the task's model; these runs shrink it (decoder hidden = 2 x 32 encoder outputs)
 SMALL_MT = ["encoder.embedding_dim=32", "encoder.hidden_size=32", "decoder.embedding_dim=32", "decoder.hidden_size=64"]

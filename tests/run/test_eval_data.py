@@ -15,10 +15,9 @@ from attend.checkpoints.saved_run import load_checkpoint, load_run
 from attend.config.errors import ConfigError
 from attend.data import ParallelText, WordTokenizer
 from attend.run.evaluate import evaluate
-from tests.conftest import DATES, ROOT, eval_config
-from tests.data_modules import text_datamodule
-
-MULTI30K = ROOT / "tests" / "fixtures" / "multi30k"  # five German -> English test sentences
+from tests.helpers.configs import eval_config
+from tests.helpers.datamodules import text_datamodule
+from tests.helpers.paths import DATES, MULTI30K, ROOT
 
 
 def test_another_data_config_of_the_same_modality_is_decoded_and_scored(tmp_path):

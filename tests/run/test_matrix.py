@@ -15,29 +15,15 @@ import torch
 from hydra.utils import instantiate
 
 from attend.search import BeamSearch
-from tests.config.test_config import DECODER_FLOWS, compose_train
-from tests.run.test_entry_points import ATTENTION_TYPES, pngs, run
+from tests.helpers.configs import ATTENTION_TYPES, DECODER_FLOWS, compose_train
+from tests.helpers.entry_points import pngs, run
+from tests.helpers.tiny_runs import TASK_OVERRIDES
 
 DECODERS = DECODER_FLOWS  # the named decoders (show_attend_tell, speller) are these flows with other sizes: test_config
 # tiny models: the decoder's query size equals the memory size, so dot-product types apply
 RNN_DECODER = ["decoder.embedding_dim=16", "decoder.hidden_size=64"]
 TRANSFORMER_DECODER = ["decoder.d_model=64", "decoder.num_layers=1", "decoder.num_heads=2", "decoder.ff_dim=128"]
 DECODER_OVERRIDES = {"bahdanau": RNN_DECODER, "luong": RNN_DECODER, "transformer": TRANSFORMER_DECODER}
-TASK_OVERRIDES = {
-    "mt": [
-        "task=mt", "data=dates", "data.source.n_train=256", "data.source.n_val=8", "data.source.n_test=8",
-        "encoder.embedding_dim=16", "encoder.hidden_size=32",
-    ],
-    "caption": [
-        "task=caption", "data=shapes", "encoder=cnn", "data.source.n_train=64", "data.source.n_val=8",
-        "data.source.n_test=8", "data.loader.eval_batch_size=8", "encoder.channels=[8,16,16]", "encoder.output_dim=64",
-    ],
-    "asr": [
-        "task=asr", "data.source.n_train=32", "data.source.n_val=4", "data.source.n_test=4",
-        "data.loader.batch_size=8", "encoder.rnn_hidden=16", "encoder.output_dim=64", "model.val_search.max_len_a=0.2",
-        "model.test_search.max_len_a=0.2", "model.test_search.beam_size=2", "data=espeak_en",
-    ],
-}
 # what every cell must have measured: the task's main metrics and the attention diagnostics
 TASK_METRICS = {
     "mt": {"val/bleu", "val/exact", "val/alignment_error", "val/entropy", "val/coverage"},

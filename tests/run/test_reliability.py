@@ -20,11 +20,11 @@ from attend.builder import build_datamodule, build_model
 from attend.checkpoints.files import AtomicCheckpointIO, NonFiniteWeightsError
 from attend.loggers.wandb_run import online_problem
 from attend.model import NonFiniteLossError
-from tests.config.test_config import compose_train, resolve_paths
-from tests.conftest import ROOT
-from tests.data.text.test_text_datamodule import MULTI30K
-from tests.run.test_entry_points import run
-from tests.sweeps.test_sweeps import TINY_MT, run_failing
+from tests.helpers.configs import compose_train, resolve_paths
+from tests.helpers.entry_points import run, run_failing
+from tests.helpers.paths import MULTI30K, ROOT
+from tests.helpers.precision import nan_at
+from tests.helpers.tiny_runs import TINY_MT
 
 # two epochs of 12 batches, last.ckpt every 5 steps (5, 10, 15, 20: all inside an epoch), dropout on
 RESUMABLE = [o for o in TINY_MT if not o.startswith(("debug=", "data.source.n_train"))] + [
@@ -165,20 +165,6 @@ def tiny_model():
     datamodule.prepare_data()
     datamodule.setup("fit")
     return build_model(cfg, datamodule), datamodule
-
-
-def nan_at(model, steps: set[int]):
-    """Make the loss NaN at the given batch numbers (counted over the run)."""
-    losses, seen = model.teacher_forced_losses, [0]
-
-    def injected(batch):
-        result = losses(batch)
-        seen[0] += 1
-        if seen[0] - 1 in steps:
-            result["cross_entropy"] = result["cross_entropy"] * float("nan")
-        return result
-
-    model.teacher_forced_losses = injected
 
 
 def fit(model, datamodule, steps: int) -> L.Trainer:

@@ -12,7 +12,8 @@ from attend.checkpoints.saved_config import SEARCH_OPTIONS, search_overrides
 from attend.config.errors import ConfigError
 from attend.run.evaluate import evaluate
 from attend.run.predict import predict
-from tests.conftest import DATES, ROOT, eval_config
+from tests.helpers.configs import eval_config
+from tests.helpers.paths import DATES, ROOT
 
 SAVED = torch.load(DATES, map_location="cpu", weights_only=False)["attend"]["config"]  # beam 3, no CTC head
 

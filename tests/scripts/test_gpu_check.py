@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.helpers.paths import ROOT
 
 # task=mt on generated dates with a tiny model: the script's plumbing, not the task's figures
 TINY = (

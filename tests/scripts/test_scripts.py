@@ -10,8 +10,9 @@ import sys
 
 import pytest
 
-from tests.conftest import ROOT
-from tests.run.test_entry_points import TINY_DATES, run
+from tests.helpers.entry_points import run
+from tests.helpers.paths import ROOT
+from tests.helpers.tiny_runs import TINY_DATES
 
 
 def test_profile_step_prints_throughput_and_the_top_operators():

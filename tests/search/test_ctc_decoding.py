@@ -4,7 +4,6 @@ start-up check and the CTC-only metric that validation and test log."""
 
 from __future__ import annotations
 
-import functools
 import itertools
 import math
 from collections import defaultdict
@@ -16,18 +15,17 @@ import torch.nn.functional as F
 from omegaconf import OmegaConf
 from torch.utils.data import DataLoader
 
-from attend.attention import AdditiveAttention
 from attend.checkpoints.saved_config import search_overrides
 from attend.config.checks import check_config
 from attend.config.errors import ConfigError
-from attend.data import CharTokenizer
 from attend.decoders import BahdanauDecoder, LuongDecoder
 from attend.metrics import CharErrorRate
-from attend.model import Seq2Seq
-from attend.search import BeamSearch, CTCPrefixScores, GreedySearch, ctc_best_path
-from tests.config.test_config import CONF, compose_train, resolve_paths
-from tests.model.test_asr_model import FrameEncoder
-from tests.search.test_search import SPECIAL, ToyDecoder, decoder, hashed, toy_memory
+from attend.search import BeamSearch, CTCPrefixScores, ctc_best_path
+from tests.helpers.configs import compose_train, resolve_paths
+from tests.helpers.parts import decoder
+from tests.helpers.paths import CONF
+from tests.helpers.tiny_recognizer import tiny_recognizer
+from tests.helpers.toy_search import SPECIAL, ToyDecoder, hashed, toy_memory
 
 BLANK, EOS = SPECIAL["pad_id"], SPECIAL["eos_id"]  # CTC's blank is the pad id
 
@@ -252,25 +250,6 @@ def test_eval_and_predict_set_the_ctc_weight_of_the_checkpoints_search():
 
 
 # -- the model: joint test search and the CTC-only metric -----------------------------------------------------------
-def tiny_recognizer(ctc_weight: float, test_search, **options) -> tuple[Seq2Seq, dict]:
-    tokenizer = CharTokenizer()
-    tokenizer.fit(["abc cab"])
-    torch.manual_seed(0)
-    decoder_ = BahdanauDecoder(tokenizer.vocab_size, 6, functools.partial(AdditiveAttention, hidden_dim=8),
-                               embedding_dim=8, hidden_size=12, dropout=0.0)
-    model = Seq2Seq(FrameEncoder(), decoder_, {"target": tokenizer}, optimizer=torch.optim.Adam,
-                    val_search=GreedySearch(max_len_a=0.5, max_len_b=2), test_search=test_search,
-                    metrics={"cer": CharErrorRate()}, ctc_weight=ctc_weight, **options)
-    references = ["abc", "ca"]
-    tgt = torch.zeros(2, 5, dtype=torch.long)
-    for row, text in enumerate(references):
-        full = [tokenizer.bos_id, *tokenizer.encode(text), tokenizer.eos_id]
-        tgt[row, : len(full)] = torch.tensor(full)
-    batch = {"src": torch.randn(2, 9, 6), "src_lengths": torch.tensor([9, 6]), "tgt": tgt,
-             "references": references, "ids": torch.tensor([0, 1]), "sources": ["a.wav", "b.wav"]}
-    return model, batch
-
-
 def test_validation_and_test_log_the_ctc_heads_own_error_rate():
     search = BeamSearch(2, max_len_a=0.5, max_len_b=2, ctc_weight=0.5)
     model, batch = tiny_recognizer(0.3, search)

@@ -10,8 +10,8 @@ import pytest
 import torch
 
 from attend.search import BeamSearch, GreedySearch, Scorer, ScorerState
-from tests.search.test_ctc_decoding import tiny_recognizer
-from tests.search.test_search import SPECIAL, ToyDecoder, eager_to_end, hashed, toy_memory
+from tests.helpers.tiny_recognizer import tiny_recognizer
+from tests.helpers.toy_search import SPECIAL, ToyDecoder, eager_to_end, hashed, toy_memory
 
 
 class LengthBonus(Scorer, ScorerState):

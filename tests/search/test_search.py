@@ -4,18 +4,11 @@ import math
 import pytest
 import torch
 
-from attend.attention import AttentionOutput, LocationAttention, MultiHeadAttention
+from attend.attention import LocationAttention, MultiHeadAttention
 from attend.decoders import BahdanauDecoder, LuongDecoder, TransformerDecoder
-from attend.memory import Memory
 from attend.search import BeamSearch, GreedySearch, reorder_state
-from tests.conftest import additive
-
-SPECIAL = {"bos_id": 1, "eos_id": 2, "pad_id": 0}
-
-
-def decoder(cls=BahdanauDecoder, seed=0):
-    torch.manual_seed(seed)
-    return cls(30, 16, additive(), embedding_dim=12, hidden_size=16, dropout=0.0).eval()
+from tests.helpers.parts import additive, decoder
+from tests.helpers.toy_search import SPECIAL, ToyDecoder, eager_to_end, hashed, toy_memory
 
 
 def test_beam_of_one_is_greedy(memory):
@@ -105,43 +98,7 @@ def test_reorder_state_handles_nested_states():
     assert reordered["attention"]["previous"][0].tolist() == [4.0, 5.0]
 
 
-# -- a toy decoder whose logits are a fixed function of the prefix: brute force can check the search ----------
-class ToyDecoder:
-    """Five tokens (pad 0, bos 1, eos 2, 3, 4); logits ``rule(prefix code, step, memory)`` (B, 5), weights
-    that depend on the whole prefix. Follows the decoder contract search uses: prepare, init_state, step."""
-
-    def __init__(self, rule):
-        self.rule = rule
-
-    def prepare(self, memory):
-        return memory
-
-    def init_state(self, memory):
-        zeros = torch.zeros(memory.values.size(0), dtype=torch.long, device=memory.values.device)
-        return {"step": zeros, "prefix": zeros.clone()}
-
-    def step(self, prev, memory, state):
-        prefix = state["prefix"] * 7 + prev  # (B,) a code of the whole prefix
-        energies = memory.values[:, :, 0] * (prefix % 11 + 1).unsqueeze(1)  # (B, S)
-        weights = torch.softmax(energies.masked_fill(~memory.mask, -torch.inf), dim=-1).unsqueeze(1)  # (B, 1, S)
-        attended = AttentionOutput(context=weights @ memory.values, weights=weights)
-        return self.rule(prefix, state["step"], memory), attended, {"step": state["step"] + 1, "prefix": prefix}
-
-
-TABLE = 2 * torch.randn(101, 5, generator=torch.Generator().manual_seed(0))
-
-
-def hashed(prefix, step, memory):
-    """Pseudo-random logits (B, 5) of the prefix and the source's length."""
-    return TABLE[(prefix + 13 * memory.lengths) % 101]
-
-
-def toy_memory(lengths=(5, 3, 1)):
-    values = torch.randn(len(lengths), max(lengths), 3, generator=torch.Generator().manual_seed(0))
-    mask = torch.arange(max(lengths)) < torch.tensor(lengths).unsqueeze(1)
-    return Memory(values=values * mask.unsqueeze(-1), mask=mask)
-
-
+# -- a toy decoder whose logits are a fixed function of the prefix (helpers/toy_search.py): brute force checks it --
 def brute_force(dec, row, limit, alpha, min_tokens=0):
     """The best (normalised score, tokens, weights) over every output of one sentence, with the search's
     rules: the end token only after ``min_tokens`` tokens, and forced at the length limit."""
@@ -200,11 +157,6 @@ def test_finished_hypotheses_do_not_crowd_out_longer_better_ones():
     assert result.scores.item() == pytest.approx(math.log(0.2) / 2.5, abs=1e-5)
     raw = BeamSearch(2, length_penalty=0.0, max_len_a=0.0, max_len_b=10)(dec, memory, **SPECIAL)
     assert raw.sequences() == [[]] and raw.scores.item() == pytest.approx(math.log(0.5))  # no penalty: the likeliest
-
-
-def eager_to_end(prefix, step, memory):
-    """The end token (p 0.6) or 3 (p 0.4) at every step."""
-    return torch.tensor([-30.0, -30.0, math.log(0.6), math.log(0.4), -30.0]).expand(prefix.size(0), -1)
 
 
 def test_minimum_length_relative_to_source():

@@ -7,31 +7,14 @@ import json
 import os
 import stat
 import subprocess
-import sys
 from pathlib import Path
 
 import optuna
 import pytest
 from optuna.trial import TrialState
 
-from tests.conftest import ROOT
-from tests.run.test_entry_points import run
-
-TINY_MT = [
-    "task=mt", "data=dates", "data.source.n_train=256", "data.source.n_val=8", "data.source.n_test=8",
-    "encoder.embedding_dim=16", "encoder.hidden_size=32", "decoder.embedding_dim=16", "decoder.hidden_size=64",
-    "debug=fast", "logger=csv",
-]
-
-
-def run_failing(*overrides: str, env: dict | None = None, timeout: int = 300) -> subprocess.CompletedProcess:
-    """train.py that is expected to exit non-zero."""
-    result = subprocess.run(
-        [sys.executable, "train.py", *overrides], cwd=ROOT, capture_output=True, text=True, timeout=timeout,
-        env={**os.environ, **(env or {})},
-    )
-    assert result.returncode != 0, f"train.py should have failed:\n{result.stdout[-2000:]}\n{result.stderr[-2000:]}"
-    return result
+from tests.helpers.entry_points import run, run_failing
+from tests.helpers.tiny_runs import TINY_MT
 
 
 @pytest.mark.slow

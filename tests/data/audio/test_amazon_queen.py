@@ -18,7 +18,7 @@ from attend.data.audio.queen_resources import RESOURCE, QueenResources
 from attend.data.audio.queen_texts import speech_segments
 from attend.data.audio.record import AudioReadError, Utterance, audio_duration, clip_path, read_audio
 from attend.data.bad_samples import Skipped
-from tests.config.test_config import compose_train, resolve_paths
+from tests.helpers.configs import compose_train, resolve_paths
 
 RATE = 11025
 FIX = "apt-get install flight-of-the-amazon-queen"

@@ -17,8 +17,8 @@ from attend.data import LogMelFrontEnd
 from attend.data.audio import AsteriskPrompts, SpeechDataError
 from attend.data.audio.spoken import spoken_text
 from attend.data.bad_samples import Skipped
-from tests.config.test_config import compose_train, resolve_paths
-from tests.data.audio.test_audio_datamodule import make_datamodule
+from tests.helpers.audio import make_datamodule
+from tests.helpers.configs import compose_train, resolve_paths
 
 TRANSCRIPT = """\ufeff; Core Asterisk Sounds in English
 

@@ -3,7 +3,6 @@ encoded store, the frame-counting length filter, SpecAugment, batches, readable 
 
 from __future__ import annotations
 
-import json
 import logging
 import pickle
 from dataclasses import replace
@@ -14,39 +13,14 @@ import soundfile as sf
 import torch
 from torch.utils.data import DataLoader
 
-from attend.data import CharTokenizer, DataModule, LogMelFrontEnd, SentencePieceTokenizer, SpecAugment, Spectrogram
-from attend.data.audio import AudioReadError, JsonlManifest
+from attend.data import CharTokenizer, LogMelFrontEnd, SentencePieceTokenizer, Spectrogram
+from attend.data.audio import AudioReadError
 from attend.data.audio.modality import compute_features
 from attend.data.bad_samples import Skipped
-from tests.data_modules import speech_datamodule
+from tests.helpers.audio import TEXTS, encoded_stores, make_datamodule, no_audio, sample_manifest
+from tests.helpers.datamodules import speech_datamodule
 
-TEXTS = ["one two", "three", "four five six", "seven eight", "nine", "ten eleven", "twelve", "zero one"]
 SPLITS = ("train", "val", "test")
-
-
-def write_manifest(folder, name: str, durations: list[float], texts: list[str], rate: int = 22050) -> str:
-    """WAV files of noise-modulated tones and a manifest naming them by relative path."""
-    folder.mkdir(parents=True, exist_ok=True)
-    rng = np.random.default_rng(len(name))
-    lines = []
-    for i, (duration, text) in enumerate(zip(durations, texts, strict=True)):
-        t = np.arange(int(duration * rate)) / rate
-        audio = 0.3 * np.sin(2 * np.pi * (200 + 50 * i) * t) + 0.01 * rng.standard_normal(t.size)
-        sf.write(folder / f"{name}_{i}.wav", audio.astype(np.float32), rate)
-        lines.append(json.dumps({"audio_filepath": f"{name}_{i}.wav", "text": text, "duration": duration}))
-    path = folder / f"{name}.jsonl"
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return str(path)
-
-
-def sample_manifest(tmp_path) -> JsonlManifest:
-    """Eight training utterances (the 3.5 s one over max_source_len=300 frames), two for validation, three for test."""
-    durations = [0.5, 0.8, 1.2, 0.6, 3.5, 0.7, 0.9, 0.4]
-    return JsonlManifest(
-        train=write_manifest(tmp_path / "audio", "train", durations, TEXTS),
-        val=write_manifest(tmp_path / "audio", "val", [0.6, 0.9], TEXTS[:2]),
-        test=write_manifest(tmp_path / "audio", "test", [0.7, 0.5, 1.1], TEXTS[2:5]),
-    )
 
 
 @pytest.fixture()
@@ -54,38 +28,8 @@ def manifest(tmp_path):
     return sample_manifest(tmp_path)
 
 
-def make_datamodule(source, tmp_path, **options) -> DataModule:
-    settings = {
-        "tokenizer": CharTokenizer(),
-        "frontend": LogMelFrontEnd(n_mels=40),
-        "spec_augment": SpecAugment(freq_mask_param=8, time_mask_param=10),
-        "batch_size": 3,
-        "max_source_len": 300,  # feature frames: 3 s
-        "cache_dir": str(tmp_path / "cache"),
-        "max_skip_fraction": 0.5,  # the fixture's 3.5 s utterance is one of eight, over max_source_len on purpose
-    }
-    datamodule = speech_datamodule(source, **{**settings, **options})
-    datamodule.prepare_data()
-    datamodule.setup()
-    return datamodule
-
-
 def utterances(source, split: str) -> list:
     return [u for u in source.splits()[split] if not isinstance(u, Skipped)]
-
-
-def no_audio(monkeypatch) -> None:
-    """Make every way the data module reads audio fail: what must not happen once the stores exist."""
-
-    def fail(*args, **kwargs):
-        raise AssertionError("audio read again despite the store")
-
-    for name in ("compute_features", "audio_duration"):
-        monkeypatch.setattr(f"attend.data.audio.modality.{name}", fail)
-
-
-def encoded_stores(tmp_path) -> list:
-    return list((tmp_path / "cache" / "store").glob("encoded-*/manifest.json"))
 
 
 def test_batches_hold_padded_features_lengths_and_targets(manifest, tmp_path, caplog):

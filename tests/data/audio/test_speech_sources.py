@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import shutil
 from pathlib import Path
 
 import numpy as np
@@ -28,8 +27,8 @@ from attend.data.audio import (
 )
 from attend.data.audio import espeak as espeak_module
 from attend.data.bad_samples import Skipped
+from tests.helpers.audio import HAS_ESPEAK, tiny_espeak
 
-HAS_ESPEAK = shutil.which("espeak-ng") is not None
 TUXPAINT = Path("/usr/share/tuxpaint/stamps")
 
 
@@ -117,10 +116,6 @@ def test_number_words():
 
 
 # --- EspeakSpeech ---
-
-
-def tiny_espeak(cache_dir, **kwargs) -> EspeakSpeech:
-    return EspeakSpeech(cache_dir, n_train=6, n_val=2, n_test=2, **kwargs)
 
 
 @pytest.mark.skipif(not HAS_ESPEAK, reason="espeak-ng is not installed")

@@ -9,7 +9,7 @@ import torch
 
 from attend.data import LogMelFrontEnd
 from attend.data.audio.modality import AudioModality, change_speed, compute_features
-from tests.data.audio.test_audio_datamodule import encoded_stores, make_datamodule, no_audio, sample_manifest
+from tests.helpers.audio import encoded_stores, make_datamodule, no_audio, sample_manifest
 
 SPEEDS = [0.9, 1.0, 1.1]
 
@@ -73,7 +73,7 @@ def test_an_utterance_too_short_to_read_faster_keeps_its_own_speed(tmp_path):
     """26 ms at 16 kHz is one 25 ms window at its own speed and none at 1.1: stored at its own speed for 1.1 (it
     crashed the speed-perturbed store at every start)."""
     from attend.data.audio import JsonlManifest
-    from tests.data.audio.test_audio_datamodule import TEXTS, write_manifest
+    from tests.helpers.audio import TEXTS, write_manifest
 
     source = JsonlManifest(train=write_manifest(tmp_path / "audio", "train", [0.026, 0.8, 1.2], TEXTS[:3]),
                            val=write_manifest(tmp_path / "audio", "val", [0.6], TEXTS[:1]),

@@ -17,14 +17,23 @@ from attend.data import DataModule, ImageModality, WordTokenizer
 from attend.data.images import Flickr8k, ImageCaption, ImageReadError, KarpathyJSON, ShapeScenes, read_rgb
 from attend.data.images.pixels import denormalize, image_transform, square_resize, store_pixels, to_uint8_tensor
 from attend.plots import close_figure, image_attention
-from tests.conftest import ROOT
-from tests.data_modules import caption_datamodule
+from tests.helpers.images import (
+    DOGS,
+    FLICKR8K,
+    GIRL,
+    RAINBOW,
+    SIZE,
+    FileSource,
+    datamodule,
+    image_file,
+    ready,
+    record,
+    stored_keys,
+    stored_pixels,
+)
+from tests.helpers.paths import FIXTURES
 
-FIXTURES = ROOT / "tests" / "fixtures"
-FLICKR8K = FIXTURES / "flickr8k"
 KARPATHY = FIXTURES / "karpathy"
-GIRL, DOGS, RAINBOW = "1000268201_693b08cb0e.jpg", "1001773457_577c3a7d70.jpg", "1002674143_1b742ab4b8.jpg"
-SIZE = 32
 SPLITS = ("train", "val", "test")
 
 
@@ -32,31 +41,8 @@ def shapes(n_train: int = 40, n_val: int = 8, n_test: int = 8) -> ShapeScenes:
     return ShapeScenes(n_train=n_train, n_val=n_val, n_test=n_test, image_size=SIZE)
 
 
-def datamodule(source, cache_dir: Path | None, **options) -> DataModule:
-    settings = {"image_size": SIZE, "batch_size": 8, "eval_batch_size": 8, "cache_dir": cache_dir, **options}
-    return caption_datamodule(source, WordTokenizer(lowercase=True), **settings)
-
-
-def ready(dm: DataModule) -> DataModule:
-    dm.prepare_data()
-    dm.setup("fit")
-    return dm
-
-
 def all_batches(loader) -> list[dict]:
     return list(iter(loader))
-
-
-def stored_keys(dm: DataModule, split: str) -> list[str]:
-    """The keys of the images the split's encoded store holds, in store order (unreadable ones left out)."""
-    records = dm.records[split]
-    return [records.value("key", int(row)) for row in dm.encoded[split].column("row")]
-
-
-def stored_pixels(dm: DataModule, split: str) -> torch.Tensor:
-    """(N, 3, H, W) uint8: every stored image of a split, for comparing two runs."""
-    encoded = dm.encoded[split]
-    return torch.stack([store_pixels(encoded, row) for row in range(len(encoded))])
 
 
 def cached_image(dm: DataModule, split: str, index: int) -> np.ndarray:
@@ -84,39 +70,6 @@ def close_to(a: np.ndarray, b: np.ndarray, tolerance: int = 1) -> bool:
 def shapes_dm(tmp_path_factory: pytest.TempPathFactory) -> DataModule:
     """A set-up datamodule over 40/8/8 shape scenes; tests must not change it."""
     return ready(datamodule(shapes(), tmp_path_factory.mktemp("cache")))
-
-
-class FileSource:
-    """A tiny source of image files: given splits, images read with read_rgb. Its settings name every record (a
-    source's settings key its records store), so other splits are other records."""
-
-    def __init__(self, root: Path, splits: dict[str, list[ImageCaption]]) -> None:
-        self.root = root
-        self._splits = splits
-
-    def settings(self) -> dict:
-        records = {split: [[r.key, r.path, list(r.captions)] for r in items] for split, items in self._splits.items()}
-        return {"root": str(self.root), "records": records}
-
-    def splits(self) -> dict[str, list[ImageCaption]]:
-        return self._splits
-
-    def load_image(self, record: ImageCaption) -> Image.Image:
-        return read_rgb(record.path)
-
-
-def image_file(folder: Path, name: str, colour: tuple[int, int, int] | None, size: tuple[int, int] = (20, 12)) -> str:
-    """Write a solid-colour image (or, with colour None, garbage bytes) and return its path."""
-    path = folder / name
-    if colour is None:
-        path.write_bytes(b"definitely not a JPEG" * 8)
-    else:
-        Image.new("RGB", size, colour).save(path)
-    return str(path)
-
-
-def record(path: str, *captions: str) -> ImageCaption:
-    return ImageCaption(key=Path(path).name, captions=captions or ("a picture",), path=path)
 
 
 def file_splits(folder: Path, corrupt: bool = False) -> dict[str, list[ImageCaption]]:

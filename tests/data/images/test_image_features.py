@@ -14,7 +14,7 @@ from attend.data.images.features import crop_versions, normalise, stored_feature
 from attend.data.images.pixels import store_pixels
 from attend.encoders import EfficientNetEncoder
 from attend.encoders.resnet import ResNetEncoder
-from tests.data_modules import caption_datamodule
+from tests.helpers.datamodules import caption_datamodule
 
 SIZE = 64  # 2x2 cells of EfficientNet-Lite0
 
@@ -169,7 +169,7 @@ def test_the_builder_shares_features_of_the_body_the_model_runs(tmp_path):
     initialised, frozen) body after ``Seq2Seq`` initialised its modules, not of the body before that (a frozen ResNet
     without weights: mean |feature| about 1 before, 0.1 after)."""
     from attend.builder import build_datamodule, build_model
-    from tests.config.test_config import compose_train, resolve_paths
+    from tests.helpers.configs import compose_train, resolve_paths
 
     cfg = resolve_paths(compose_train([
         "task=caption", "data=shapes", "encoder=resnet", "encoder.freeze=true", "data.source.n_train=8",

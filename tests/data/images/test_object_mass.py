@@ -18,8 +18,8 @@ from attend.data.images.tuxpaint import TUXPAINT_STAMPS
 from attend.metrics import Decoded, ObjectArea, ObjectMass, cell_coverage
 from attend.metrics.object_mass import area_matrix
 from attend.search import SearchResult
-from tests.config.test_config import compose_train, resolve_paths
-from tests.data_modules import caption_datamodule
+from tests.helpers.configs import compose_train, resolve_paths
+from tests.helpers.datamodules import caption_datamodule
 
 SIZE = 16
 

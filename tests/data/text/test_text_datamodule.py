@@ -21,7 +21,7 @@ from attend.data import (
     WordTokenizer,
 )
 from attend.data.bad_samples import Skipped
-from tests.data_modules import text_datamodule
+from tests.helpers.datamodules import text_datamodule
 from tests.helpers.paths import MULTI30K
 
 
