@@ -12,12 +12,11 @@ from pathlib import Path
 
 import pytest
 import torch
-from hydra import compose, initialize_config_dir
-from omegaconf import open_dict
 from torch import nn
 
 from attend.checkpoints.averaging import AVERAGED_FILE, AverageOptions, average_kept, average_state_dicts, kept_folder
 from attend.config.checks import check_config
+from attend.config.compose import compose_config
 from attend.config.errors import ConfigError
 from attend.run.evaluate import evaluate
 from tests.helpers.paths import ROOT
@@ -118,25 +117,16 @@ def test_the_kept_folder_is_found_from_any_checkpoint_of_the_run(tmp_path):
     assert kept_folder(kept / "epoch=1-step=2.ckpt") == kept
 
 
-def compose_config(name: str, overrides: list[str]):
-    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
-        cfg = compose(config_name=name, overrides=overrides)
-    with open_dict(cfg):
-        cfg.paths.root_dir = str(ROOT)
-        cfg.paths.output_dir = "/tmp/attend-test-output"
-    return cfg
-
-
 @pytest.mark.parametrize(("overrides", "message"), [
     (["average_checkpoints.select=worst"], "average_checkpoints.select must be best or last"),
     (["average_checkpoints.select=best", "average_checkpoints.n=0"], "average_checkpoints.n must be a whole number"),
     (["average_checkpoints.select=last", "debug=fast"], "average_checkpoints needs checkpoints"),
 ])
-def test_bad_averaging_options_are_refused_at_start_up(overrides, message):
+def test_bad_averaging_options_are_refused_at_start_up(overrides, message, tmp_path):
     with pytest.raises(ConfigError, match=message) as error:
-        check_config(compose_config("train", ["data=dates", *overrides]))
+        check_config(compose_config(["data=dates", *overrides], output_dir=tmp_path))
     assert "\n" not in str(error.value)
-    check_config(compose_config("train", ["data=dates", "average_checkpoints.select=best"]))  # a good one passes
+    check_config(compose_config(["data=dates", "average_checkpoints.select=best"], output_dir=tmp_path))  # a good one
 
 
 TINY_DATES = [
@@ -166,9 +156,9 @@ def test_training_tests_the_average_and_eval_py_averages_the_same_checkpoints(tm
         if tensor.is_floating_point():
             torch.testing.assert_close(tensor, (states[0][name] + states[1][name]) / 2)
 
-    cfg = compose_config("eval", [f"ckpt_path={checkpoints / 'last.ckpt'}", "accelerator=cpu",
-                                  "average_checkpoints.select=best", "average_checkpoints.n=2"])
-    cfg.paths.output_dir = str(tmp_path / "eval")
+    overrides = [f"ckpt_path={checkpoints / 'last.ckpt'}", "accelerator=cpu", "average_checkpoints.select=best",
+                 "average_checkpoints.n=2"]
+    cfg = compose_config(overrides, "eval", tmp_path / "eval")
     evaluated = evaluate(cfg)
     tested = json.loads((run_dir / "test_metrics.json").read_text())
     assert set(evaluated) == set(tested)

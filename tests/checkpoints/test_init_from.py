@@ -13,13 +13,13 @@ import torch
 
 from attend.checkpoints.init_from import init_from, init_from_config
 from attend.config.checks import check_config
+from attend.config.compose import compose_config
 from attend.config.errors import ConfigError
 from attend.data import CharTokenizer
 from attend.decoders import LuongDecoder
 from attend.encoders import TextEncoder
 from attend.model import Seq2Seq
 from attend.run.context import reported_as_messages
-from tests.helpers.configs import compose_train, resolve_paths
 from tests.helpers.parts import additive
 from tests.helpers.paths import DATES, ROOT
 
@@ -124,7 +124,7 @@ def test_init_parts_encoder_leaves_the_decoder_and_the_ctc_head_as_they_were(tmp
 
 
 def test_a_resumed_run_keeps_its_own_weights(tmp_path, caplog):
-    cfg = resolve_paths(compose_train(["experiment=dates"]))
+    cfg = compose_config(["experiment=dates"], output_dir=tmp_path)
     cfg.model.init_from = str(save(seq2seq(seed=1), tmp_path / "best.ckpt"))
     cfg.ckpt_path = str(tmp_path / "last.ckpt")
     model = seq2seq(seed=2)
@@ -166,13 +166,13 @@ def test_a_checkpoint_of_which_nothing_fits_is_a_user_error(tmp_path, capsys):
 
 def test_the_start_up_check_accepts_the_options_and_refuses_an_unknown_part(tmp_path):
     existing = save(seq2seq(), tmp_path / "best.ckpt")
-    check_config(resolve_paths(compose_train(["experiment=dates", f"model.init_from={existing}"])))
-    check_config(resolve_paths(compose_train(["experiment=dates", "model.init_parts=[encoder,decoder]"])))
+    check_config(compose_config(["experiment=dates", f"model.init_from={existing}"], output_dir=tmp_path))
+    check_config(compose_config(["experiment=dates", "model.init_parts=[encoder,decoder]"], output_dir=tmp_path))
     with pytest.raises(ConfigError, match="model.init_parts names head, which the model does not have: choose from "
                                           "encoder, decoder, all"):
-        check_config(resolve_paths(compose_train(["experiment=dates", "model.init_parts=head"])))
+        check_config(compose_config(["experiment=dates", "model.init_parts=head"], output_dir=tmp_path))
     with pytest.raises(ConfigError, match="model.init_from=.*nope.ckpt' does not exist"):
-        check_config(resolve_paths(compose_train(["experiment=dates", f"model.init_from={tmp_path}/nope.ckpt"])))
+        check_config(compose_config(["experiment=dates", f"model.init_from={tmp_path}/nope.ckpt"], output_dir=tmp_path))
 
 
 def test_train_py_fine_tunes_from_a_checkpoint_and_says_what_it_loaded(tmp_path):

@@ -10,16 +10,16 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from hydra import compose, initialize_config_dir
 from hydra.utils import get_class, instantiate
-from omegaconf import OmegaConf
+from omegaconf import OmegaConf, open_dict
 
 from attend.builder import build_encoder
 from attend.config.checks import check_config
+from attend.config.compose import compose_config
 from attend.config.errors import ConfigError
 from attend.config.option_types import type_errors
 from attend.memory import Memory
-from tests.helpers.configs import DECODER_FLOWS, compose_train, options, resolve_paths
+from tests.helpers.configs import DECODER_FLOWS, options
 from tests.helpers.paths import CONF, ROOT
 
 NAMED_DECODERS = sorted(set(options("decoder")) - set(DECODER_FLOWS))
@@ -31,11 +31,13 @@ ENCODER_KWARGS = {"text": {"vocab_size": 50, "pad_id": 0}, "image": {}, "audio":
 
 
 @pytest.mark.parametrize("task,attention,decoder,encoder", COMBINATIONS)
-def test_every_combination_composes_and_instantiates(task, attention, decoder, encoder):
-    cfg = compose_train([f"task={task}", f"attention={attention}", f"decoder={decoder}", f"encoder={encoder}"])
+def test_every_combination_composes_and_instantiates(task, attention, decoder, encoder, tmp_path):
+    overrides = [f"task={task}", f"attention={attention}", f"decoder={decoder}", f"encoder={encoder}"]
+    cfg = compose_config(overrides, output_dir=tmp_path, keep_hydra=True)
     assert cfg.hydra.runtime.choices.decoder == decoder  # the command line beats the task bundle
     assert cfg.hydra.runtime.choices.encoder == encoder
-    cfg = resolve_paths(cfg)
+    with open_dict(cfg):
+        cfg.pop("hydra")  # the job never sees Hydra's own node
     modality = get_class(cfg.data.modality._target_).name  # the data module's plug-in says what it gives
     reads = get_class(cfg.encoder._target_).modality  # None: any modality (encoder=transformer)
     if reads not in (None, modality):
@@ -59,16 +61,16 @@ def test_every_combination_composes_and_instantiates(task, attention, decoder, e
 @pytest.mark.parametrize(
     "group", ["trainer", "logger", "callbacks", "debug", "optim", "data", "experiment", "hparams_search", "search"]
 )
-def test_every_option_of_each_group_composes(group):
+def test_every_option_of_each_group_composes(group, tmp_path):
     for option in options(group):
-        cfg = resolve_paths(compose_train([f"{group}={option}"]))
+        cfg = compose_config([f"{group}={option}"], output_dir=tmp_path)
         OmegaConf.to_container(cfg, resolve=True)  # every interpolation resolves
         assert type_errors(cfg) == [], option  # every shipped value has the type its class declares
 
 
-def test_a_value_of_the_wrong_type_is_named_with_its_key():
+def test_a_value_of_the_wrong_type_is_named_with_its_key(tmp_path):
     overrides = ["encoder.hidden_size=abc", "data.loader.batch_size=1.5", "trainer.max_epochs=ten"]
-    cfg = resolve_paths(compose_train(overrides))
+    cfg = compose_config(overrides, output_dir=tmp_path)
     assert type_errors(cfg) == [
         "data.loader.batch_size must be int, not 1.5: set data.loader.batch_size=<int>",
         "encoder.hidden_size must be int, not 'abc': set encoder.hidden_size=<int>",
@@ -76,30 +78,30 @@ def test_a_value_of_the_wrong_type_is_named_with_its_key():
     ]
 
 
-def test_a_wrong_value_reached_through_an_interpolation_names_the_key_to_set():
-    cfg = resolve_paths(compose_train(["decoding.beam_size=wide"]))
+def test_a_wrong_value_reached_through_an_interpolation_names_the_key_to_set(tmp_path):
+    cfg = compose_config(["decoding.beam_size=wide"], output_dir=tmp_path)
     assert type_errors(cfg) == [
         "model.test_search.beam_size must be int, not 'wide': set decoding.beam_size=<int>",
     ]
 
 
-def test_debug_fast_is_small_and_keeps_no_checkpoint():
-    cfg = compose_train(["debug=fast"])
+def test_debug_fast_is_small_and_keeps_no_checkpoint(tmp_path):
+    cfg = compose_config(["debug=fast"], output_dir=tmp_path, keep_hydra=True)
     assert cfg.hydra.runtime.choices.callbacks == "no_checkpoints"  # a callback set chosen, not entries nulled
-    default = compose_train([]).callbacks
+    default = compose_config([], output_dir=tmp_path).callbacks
     assert set(default) - set(cfg.callbacks) == {"model_checkpoint", "last_checkpoint", "step_checkpoint"}
     assert all(entry is not None for entry in cfg.callbacks.values())
     assert cfg.callbacks.attention_plots.num_examples == 2  # debug's own value on the shared file
     assert cfg.trainer.max_steps <= 10
 
 
-def test_one_file_per_callback():
+def test_one_file_per_callback(tmp_path):
     default = OmegaConf.load(CONF / "callbacks" / "default.yaml")
     named = [entry for entry in default.defaults if entry != "_self_"]
     assert sorted(named) == sorted(set(options("callbacks")) - {"default", "no_checkpoints"})
     for name in named:
         assert list(OmegaConf.load(CONF / "callbacks" / f"{name}.yaml")) == [name]  # the file holds its callback
-    callbacks = resolve_paths(compose_train([])).callbacks
+    callbacks = compose_config([], output_dir=tmp_path).callbacks
     assert list(callbacks) == named  # composed in the order listed
 
 
@@ -112,9 +114,8 @@ def test_unknown_option_fails_at_once_with_the_choices():
     assert "additive" in result.stderr and "multihead" in result.stderr  # Hydra lists the choices
 
 
-def test_missing_mandatory_value_is_named_at_start_up():
-    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-        cfg = resolve_paths(compose(config_name="eval"))
+def test_missing_mandatory_value_is_named_at_start_up(tmp_path):
+    cfg = compose_config(config_name="eval", output_dir=tmp_path)
     with pytest.raises(ConfigError, match="ckpt_path"):
         check_config(cfg)
 
@@ -125,36 +126,36 @@ def test_missing_mandatory_value_is_named_at_start_up():
     ("model.ctc_weight=1.5", r"model.ctc_weight must be in \[0, 1\], got 1.5"),
     ("model.label_smoothing=1", r"model.label_smoothing must be in \[0, 1\), got 1"),
 ])
-def test_loss_weights_out_of_range_are_refused_at_start_up(override, message):
-    cfg = resolve_paths(compose_train(["task=asr", override]))
+def test_loss_weights_out_of_range_are_refused_at_start_up(override, message, tmp_path):
+    cfg = compose_config(["task=asr", override], output_dir=tmp_path)
     with pytest.raises(ConfigError, match=message):
         check_config(cfg)
 
 
-def test_an_option_tuned_for_another_decoder_is_refused_by_name():
+def test_an_option_tuned_for_another_decoder_is_refused_by_name(tmp_path):
     # experiment=dates sets the RNN decoder's embedding_dim and hidden_size; the Transformer has neither
-    cfg = resolve_paths(compose_train(["experiment=dates", "decoder=transformer"]))
+    cfg = compose_config(["experiment=dates", "decoder=transformer"], output_dir=tmp_path)
     with pytest.raises(ConfigError, match="TransformerDecoder has no option embedding_dim, hidden_size.*~decoder"):
         check_config(cfg)
 
 
-def test_each_task_picks_a_named_decoder_and_another_choice_replaces_it_whole():
-    caption = compose_train(["task=caption"])
+def test_each_task_picks_a_named_decoder_and_another_choice_replaces_it_whole(tmp_path):
+    caption = compose_config(["task=caption"], output_dir=tmp_path, keep_hydra=True)
     assert caption.hydra.runtime.choices.decoder == "show_attend_tell"
     assert caption.decoder.rnn_type == "lstm" and caption.decoder.context_gate  # built on decoder/bahdanau.yaml
     assert caption.decoder._target_ == "attend.decoders.BahdanauDecoder"
-    assert compose_train(["task=asr"]).decoder.embedding_dim == 32  # decoder/speller.yaml
-    luong = compose_train(["task=caption", "decoder=luong"]).decoder
+    assert compose_config(["task=asr"], output_dir=tmp_path).decoder.embedding_dim == 32  # decoder/speller.yaml
+    luong = compose_config(["task=caption", "decoder=luong"], output_dir=tmp_path).decoder
     assert dict(luong) == dict(OmegaConf.load(CONF / "decoder" / "luong.yaml"))  # nothing of the caption decoder
-    transformer = resolve_paths(compose_train(["task=caption", "decoder=transformer"]))
+    transformer = compose_config(["task=caption", "decoder=transformer"], output_dir=tmp_path)
     assert "rnn_type" not in transformer.decoder
     check_config(transformer)
 
 
 @pytest.mark.parametrize("decoder", NAMED_DECODERS)
 @pytest.mark.parametrize("task", options("task"))
-def test_every_named_decoder_builds_for_every_task(task, decoder):
-    cfg = resolve_paths(compose_train([f"task={task}", f"decoder={decoder}"]))
+def test_every_named_decoder_builds_for_every_task(task, decoder, tmp_path):
+    cfg = compose_config([f"task={task}", f"decoder={decoder}"], output_dir=tmp_path)
     check_config(cfg)
     module = instantiate(cfg.decoder, vocab_size=30, pad_id=0, memory_dim=256, attention=instantiate(cfg.attention))
     memory = Memory(values=torch.randn(2, 4, 256), mask=torch.ones(2, 4, dtype=torch.bool))
@@ -163,33 +164,34 @@ def test_every_named_decoder_builds_for_every_task(task, decoder):
 
 
 @pytest.mark.parametrize("task", options("task"))
-def test_the_task_writes_its_length_limits_once_for_both_searches(task):
-    cfg = resolve_paths(compose_train([f"task={task}"]))
+def test_the_task_writes_its_length_limits_once_for_both_searches(task, tmp_path):
+    cfg = compose_config([f"task={task}"], output_dir=tmp_path)
     limits = (cfg.decoding.max_len_a, cfg.decoding.max_len_b)
     test_search, val_search = instantiate(cfg.model.test_search), instantiate(cfg.model.val_search)
     assert type(test_search).__name__ == "BeamSearch" and type(val_search).__name__ == "GreedySearch"
     assert test_search.beam_size == cfg.decoding.beam_size
     for search in (test_search, val_search):
         assert (search.max_len_a, search.max_len_b) == limits
-    greedy = resolve_paths(compose_train([f"task={task}", "search=greedy"]))
+    greedy = compose_config([f"task={task}", "search=greedy"], output_dir=tmp_path)
     assert type(instantiate(greedy.model.test_search)).__name__ == "GreedySearch"  # the task's beam options stay out
     assert (greedy.model.test_search.max_len_a, greedy.model.test_search.max_len_b) == limits
-    wider = resolve_paths(compose_train([f"task={task}", "model.test_search.beam_size=9", "decoding.max_len_b=7"]))
+    wider = compose_config([f"task={task}", "model.test_search.beam_size=9", "decoding.max_len_b=7"],
+                           output_dir=tmp_path)
     assert instantiate(wider.model.test_search).beam_size == 9
     assert instantiate(wider.model.val_search).max_len_b == instantiate(wider.model.test_search).max_len_b == 7
 
 
 @pytest.mark.parametrize("data", options("data"))
-def test_every_data_config_gets_the_shared_options_once(data):
+def test_every_data_config_gets_the_shared_options_once(data, tmp_path):
     shared = OmegaConf.load(CONF / "data_common" / "default.yaml")
     text = (CONF / "data" / f"{data}.yaml").read_text()
     assert not any(f"{key}:" in line.split("#")[0] and not line.startswith("    ")
                    for key in ("on_error", "max_skip_fraction") for line in text.splitlines()), data
-    cfg = resolve_paths(compose_train([f"data={data}"]))
+    cfg = compose_config([f"data={data}"], output_dir=tmp_path)
     for key in shared:
         assert key in cfg.data, (data, key)
     assert cfg.data.on_error == "skip" and cfg.data.max_skip_fraction == 0.1
-    assert resolve_paths(compose_train([f"data={data}", "data.on_error=raise"])).data.on_error == "raise"
+    assert compose_config([f"data={data}", "data.on_error=raise"], output_dir=tmp_path).data.on_error == "raise"
 
 
 MACHINE_TIMING = re.compile(r"\d+(\.\d+)?\s*(ms|s|seconds|min|minutes)\b.*\b(here|a step|an epoch|CPU cores?)\b"

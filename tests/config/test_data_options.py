@@ -4,23 +4,14 @@ data config is upgraded to today's form."""
 from __future__ import annotations
 
 import pytest
-from hydra import compose, initialize_config_dir
 from hydra.utils import get_method, instantiate
 from omegaconf import OmegaConf
 
 from attend.config.checks import check_config
+from attend.config.compose import compose_config
 from attend.config.errors import ConfigError
 from attend.config.renamed_options import targets, upgrade, upgrade_config
 from attend.data import AudioModality, TextModality
-from tests.helpers.configs import resolve_paths
-from tests.helpers.paths import CONF
-
-CONF_DIR = CONF
-
-
-def composed(*overrides: str):
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        return resolve_paths(compose("train", overrides=list(overrides), return_hydra_config=True))
 
 
 @pytest.mark.parametrize(("override", "named"), [
@@ -31,9 +22,9 @@ def composed(*overrides: str):
     ("+data.source.num_train=10", "data.source.num_train is now data.source.n_train"),
     ("+data.tokenizer_states={}", "data.tokenizer_states is gone"),
 ])
-def test_an_old_spelling_is_refused_with_the_new_name(override, named) -> None:
+def test_an_old_spelling_is_refused_with_the_new_name(override, named, tmp_path) -> None:
     with pytest.raises(ConfigError, match="renamed") as error:
-        check_config(composed(override))
+        check_config(compose_config([override], output_dir=tmp_path))
     assert named in str(error.value)
 
 
@@ -42,16 +33,16 @@ def test_an_old_spelling_is_refused_with_the_new_name(override, named) -> None:
     ("+data.loader.batchsize=3", "data.loader attend.data.datamodule.Loader has no option batchsize"),
     ("+data.modality.tokeniser.x=1", "data.modality attend.data.TextModality has no option tokeniser"),
 ])
-def test_an_unknown_data_option_is_refused_by_name(override, named) -> None:
+def test_an_unknown_data_option_is_refused_by_name(override, named, tmp_path) -> None:
     with pytest.raises(ConfigError, match="no option") as error:
-        check_config(composed(override))
+        check_config(compose_config([override], output_dir=tmp_path))
     assert named in str(error.value)
 
 
-def test_every_data_config_composes_checks_and_builds_its_modality() -> None:
+def test_every_data_config_composes_checks_and_builds_its_modality(tmp_path) -> None:
     for task, data in [("mt", "ding_de_en"), ("mt", "dates"), ("caption", "shapes"), ("caption", "tuxpaint"),
                        ("caption", "emoji"), ("asr", "espeak_en"), ("asr", "tuxpaint_speech")]:
-        cfg = composed(f"task={task}", f"data={data}")
+        cfg = compose_config([f"task={task}", f"data={data}"], output_dir=tmp_path)
         check_config(cfg)
         assert cfg.data._target_ == "attend.data.DataModule" and cfg.data.loader.batch_size > 0
         instantiate(cfg.data.modality)
@@ -92,15 +83,16 @@ def test_an_old_speech_config_is_upgraded_to_frames() -> None:
     assert isinstance(instantiate({"_target_": "attend.data.TextModality", "tokenizer": new.tokenizer}), TextModality)
 
 
-def test_a_class_named_where_it_used_to_be_is_refused_with_where_it_is_now() -> None:
+def test_a_class_named_where_it_used_to_be_is_refused_with_where_it_is_now(tmp_path) -> None:
     with pytest.raises(ConfigError, match="classes moved") as error:
-        check_config(composed("callbacks.preemption._target_=attend.run.preemption.Preemption"))
+        moved = "callbacks.preemption._target_=attend.run.preemption.Preemption"
+        check_config(compose_config([moved], output_dir=tmp_path))
     assert "callbacks.preemption._target_=attend.run.preemption.Preemption is now " \
            "attend.callbacks.preemption.Preemption" in str(error.value)
 
 
-def test_a_config_saved_before_the_harness_moved_names_todays_classes() -> None:
-    today = composed()
+def test_a_config_saved_before_the_harness_moved_names_todays_classes(tmp_path) -> None:
+    today = compose_config(output_dir=tmp_path)
     saved = OmegaConf.to_container(today, resolve=False)
     for (group, name), old in {("callbacks", "preemption"): "attend.run.preemption.Preemption",
                                ("callbacks", "resume_position"): "attend.run.resume.ResumePosition",

@@ -9,13 +9,13 @@ import pytest
 import torch
 from hydra.utils import instantiate
 
+from attend.config.compose import compose_config
 from attend.data import WordTokenizer
 from attend.data.images import ShapeScenes, TuxPaintStamps
 from attend.data.images.tuxpaint import TUXPAINT_STAMPS
 from attend.data.unseen import caption_set, is_unseen
 from attend.metrics import CaptionBLEU, CIDErD, Decoded, UnseenOnly
 from attend.search import SearchResult
-from tests.helpers.configs import compose_train, resolve_paths
 from tests.helpers.datamodules import caption_datamodule
 
 HYPOTHESES = ["a red circle", "a blue square above a circle", "a cat", "a small dog on a mat", "a green square"]
@@ -115,8 +115,8 @@ def test_batches_without_unseen_count_nothing_and_give_zero(make) -> None:
     assert torch.isfinite(value) and float(value) == 0.0
 
 
-def test_caption_task_logs_bleu4_and_cider_on_unseen_images() -> None:
-    cfg = resolve_paths(compose_train(["task=caption", "data=shapes"]))
+def test_caption_task_logs_bleu4_and_cider_on_unseen_images(tmp_path) -> None:
+    cfg = compose_config(["task=caption", "data=shapes"], output_dir=tmp_path)
     for name, wrapped in (("bleu4_unseen", CaptionBLEU), ("cider_unseen", CIDErD)):
         metric = instantiate(cfg.model.metrics[name])
         assert isinstance(metric, UnseenOnly) and isinstance(metric.metric, wrapped)

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from attend.builder import build_datamodule, build_model
-from tests.helpers.configs import compose_train, resolve_paths
+from attend.config.compose import compose_config
 from tests.helpers.tiny_runs import TINY_MT
 
 CLIP = 1.0
@@ -39,7 +39,7 @@ class StepSpy(L.Callback):
 
 def tiny_model(*overrides: str):
     """The dates model of TINY_MT with the default optimizer (fused AdamW) and a loss HUGE times the real one."""
-    cfg = resolve_paths(compose_train([o for o in TINY_MT if not o.startswith(("debug=", "logger="))] + [*overrides]))
+    cfg = compose_config([o for o in TINY_MT if not o.startswith(("debug=", "logger="))] + [*overrides])
     datamodule = build_datamodule(cfg)
     datamodule.prepare_data()
     datamodule.setup("fit")

@@ -18,10 +18,10 @@ from omegaconf import OmegaConf
 from torchmetrics import Metric
 
 import attend.metrics
+from attend.config.compose import compose_config
 from attend.data import WordTokenizer
 from attend.metrics import CIDErD, Decoded
 from attend.search import SearchResult
-from tests.helpers.configs import compose_train, resolve_paths
 
 pytestmark = pytest.mark.slow  # DDP runs of two processes each: make test-slow (CI runs both tiers)
 
@@ -86,7 +86,7 @@ def _rank(rank: int, port: int, metrics_cfg: dict, queue) -> None:
 
 def caption_metrics() -> dict:
     """The caption task's metrics (config nodes), and the unseen versions of BLEU-1..3 besides its BLEU-4."""
-    cfg = resolve_paths(compose_train(["task=caption", "data=shapes"]))
+    cfg = compose_config(["task=caption", "data=shapes"])
     metrics = OmegaConf.to_container(cfg.model.metrics, resolve=True)
     for n in (1, 2, 3):
         metrics[f"bleu{n}_unseen"] = {"_target_": "attend.metrics.UnseenOnly", "metric": metrics[f"bleu{n}"]}

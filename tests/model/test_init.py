@@ -52,13 +52,13 @@ def test_pytorch_defaults_are_left_alone_and_unknown_schemes_refused():
         initialize(model, "orthogonal")
 
 
-def test_an_unknown_scheme_stops_at_start_up_by_name():
+def test_an_unknown_scheme_stops_at_start_up_by_name(tmp_path):
     """model.init and model.loss_normalization are named choices: checked with the config, before any data."""
     from attend.config.checks import check_config
+    from attend.config.compose import compose_config
     from attend.config.errors import ConfigError
-    from tests.helpers.configs import compose_train, resolve_paths
 
     for override, expected in (("model.init=orthogonal", "model.init must be one of xavier, pytorch"),
                                ("model.loss_normalization=words", "model.loss_normalization must be one of tokens")):
         with pytest.raises(ConfigError, match=expected):
-            check_config(resolve_paths(compose_train(["experiment=dates", override])))
+            check_config(compose_config(["experiment=dates", override], output_dir=tmp_path))

@@ -4,20 +4,15 @@ from __future__ import annotations
 
 import pytest
 import torch
-from hydra import compose, initialize_config_dir
 from hydra.utils import instantiate
 
 from attend.builder import build_datamodule, build_model
-from tests.helpers.configs import resolve_paths
-from tests.helpers.paths import ROOT
+from attend.config.compose import compose_config
 
 
 def overfit_one_batch(overrides: list[str], tmp_path, steps: int, size: int = 16, lr: float = 3e-3):
     """A model and its config trained ``steps`` times on the first ``size`` training examples."""
-    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
-        cfg = compose(config_name="train", overrides=overrides)
-    cfg = resolve_paths(cfg)
-    cfg.paths.cache_dir = str(tmp_path)
+    cfg = compose_config([*overrides, f"paths.cache_dir={tmp_path}"], output_dir=tmp_path)
     torch.manual_seed(0)
     datamodule = build_datamodule(cfg)
     datamodule.setup("fit")

@@ -9,11 +9,12 @@ import sys
 import pytest
 import torch
 from hydra.utils import instantiate
+from omegaconf import open_dict
 
 from attend.config.checks import check_config
+from attend.config.compose import compose_config
 from attend.config.errors import ConfigError
 from attend.data.audio import EspeakSpeech
-from tests.helpers.configs import compose_train, resolve_paths
 from tests.helpers.entry_points import pngs, run
 from tests.helpers.paths import ROOT
 
@@ -68,8 +69,8 @@ def test_asr_train_then_evaluate_and_transcribe_audio_files(tmp_path):
     assert missing.returncode != 0 and "nope.wav" in missing.stderr
 
 
-def test_las_experiment_builds_the_papers_listener_and_speller():
-    cfg = resolve_paths(compose_train(["experiment=las", "data.source.root=/nonexistent"]))
+def test_las_experiment_builds_the_papers_listener_and_speller(tmp_path):
+    cfg = compose_config(["experiment=las", "data.source.root=/nonexistent"], output_dir=tmp_path)
     encoder = instantiate(cfg.encoder, input_dim=cfg.data.modality.frontend.n_mels)
     assert encoder.time_reduction == 8 and encoder.output_dim == 512
     assert isinstance(encoder.rnn, torch.nn.LSTM) and all(isinstance(rnn, torch.nn.LSTM) for rnn in encoder.pyramid)
@@ -87,20 +88,19 @@ def test_las_experiment_builds_the_papers_listener_and_speller():
 def test_threads_sets_torchs_cpu_threads_for_the_run(tmp_path):
     """Every task measures its threads (threads: auto, attend.callbacks.ThreadsThatFit); a number sets torch's
     threads for the run."""
-    assert compose_train(["task=asr"]).threads == compose_train(["task=mt"]).threads == "auto"
-    script = ("import torch, attend.run.context as c; "
-              "from tests.helpers.configs import compose_train, resolve_paths; "
-              "cfg = resolve_paths(compose_train(['experiment=dates', 'threads=3', 'logger=csv', "
-              f"'hydra.run.dir={tmp_path}', 'paths.output_dir={tmp_path}']));\n"
+    asr, mt = (compose_config([f"task={task}"], output_dir=tmp_path) for task in ("asr", "mt"))
+    assert asr.threads == mt.threads == "auto"
+    script = ("import torch, attend.run.context as c; from attend.config.compose import compose_config; "
+              f"cfg = compose_config(['experiment=dates', 'threads=3', 'logger=csv'], output_dir='{tmp_path}');\n"
               "with c.run_context(cfg): print('threads', torch.get_num_threads())")
     done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert "threads 3" in done.stdout, done.stderr[-2000:]  # 3: not what the test process runs with
 
 
 @pytest.mark.parametrize("threads", [0, -2, "two"])
-def test_a_bad_threads_value_is_one_line_at_start_up(threads):
+def test_a_bad_threads_value_is_one_line_at_start_up(threads, tmp_path):
     with pytest.raises(ConfigError, match="threads must be auto, null or a whole number of CPU threads") as error:
-        check_config(resolve_paths(compose_train(["task=asr", f"threads={threads}"])))
+        check_config(compose_config(["task=asr", f"threads={threads}"], output_dir=tmp_path))
     assert "\n" not in str(error.value)
 
 
@@ -112,12 +112,14 @@ def test_a_bad_threads_value_is_one_line_at_start_up(threads):
     (["task=asr", "frontend=telephone", "encoder=audio"], "attend.encoders.AudioEncoder", "attend.data.LogMelFrontEnd",
      "asterisk_amazon_queen"),
 ])
-def test_each_speech_recipe_pairs_its_encoder_with_its_front_end(overrides, encoder, frontend, data):
+def test_each_speech_recipe_pairs_its_encoder_with_its_front_end(overrides, encoder, frontend, data, tmp_path):
     """The front end is a config group (frontend=whisper | telephone) merged into data.modality: the Whisper recipe
     reads Whisper's log-mel frames without SpecAugment, the from-scratch recipes the telephone band with it."""
-    cfg = compose_train(overrides)
+    cfg = compose_config(overrides, output_dir=tmp_path, keep_hydra=True)
     modality = cfg.data.modality
     assert cfg.encoder._target_ == encoder and modality.frontend._target_ == frontend
     assert cfg.hydra.runtime.choices.data == data
     assert (modality.spec_augment is None) == (frontend == "attend.data.WhisperLogMel")
-    check_config(resolve_paths(cfg))
+    with open_dict(cfg):
+        cfg.pop("hydra")  # the job never sees Hydra's own node
+    check_config(cfg)

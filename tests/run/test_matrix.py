@@ -14,8 +14,9 @@ import pytest
 import torch
 from hydra.utils import instantiate
 
+from attend.config.compose import compose_config
 from attend.search import BeamSearch
-from tests.helpers.configs import ATTENTION_TYPES, DECODER_FLOWS, compose_train
+from tests.helpers.configs import ATTENTION_TYPES, DECODER_FLOWS
 from tests.helpers.entry_points import pngs, run
 from tests.helpers.tiny_runs import TASK_OVERRIDES
 
@@ -80,10 +81,10 @@ TINY_DECODERS = {
 
 @pytest.mark.parametrize("decoder", DECODERS)
 @pytest.mark.parametrize("attention", ATTENTION_TYPES)
-def test_beam_search_runs_over_every_attention_type_and_decoder(attention, decoder, memory):
+def test_beam_search_runs_over_every_attention_type_and_decoder(attention, decoder, memory, tmp_path):
     """The test search of every cell, on tiny modules built from the real configs (the runs above validate)."""
     overrides = [f"attention={attention}", f"decoder={decoder}", *TINY_DECODERS[decoder]]
-    cfg = compose_train(overrides)
+    cfg = compose_config(overrides, output_dir=tmp_path)
     torch.manual_seed(0)
     module = instantiate(cfg.decoder, vocab_size=30, pad_id=0, memory_dim=16, attention=instantiate(cfg.attention))
     result = BeamSearch(beam_size=3, max_len_a=1.0, max_len_b=3)(module.eval(), memory, bos_id=1, eos_id=2, pad_id=0)

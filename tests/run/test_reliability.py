@@ -18,9 +18,9 @@ import torch
 
 from attend.builder import build_datamodule, build_model
 from attend.checkpoints.files import AtomicCheckpointIO, NonFiniteWeightsError
+from attend.config.compose import compose_config
 from attend.loggers.wandb_run import online_problem
 from attend.model import NonFiniteLossError
-from tests.helpers.configs import compose_train, resolve_paths
 from tests.helpers.entry_points import run, run_failing
 from tests.helpers.paths import MULTI30K, ROOT
 from tests.helpers.precision import nan_at
@@ -160,7 +160,7 @@ def test_a_failing_attention_plot_is_logged_once_and_training_goes_on(tmp_path):
 
 def tiny_model():
     """The dates model and data of TINY_MT, built in this process."""
-    cfg = resolve_paths(compose_train([o for o in TINY_MT if not o.startswith(("debug=", "logger="))]))
+    cfg = compose_config([o for o in TINY_MT if not o.startswith(("debug=", "logger="))])
     datamodule = build_datamodule(cfg)
     datamodule.prepare_data()
     datamodule.setup("fit")

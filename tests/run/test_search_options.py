@@ -5,27 +5,21 @@ from __future__ import annotations
 
 import pytest
 import torch
-from hydra import compose, initialize_config_dir
-from omegaconf import open_dict
 
 from attend.checkpoints.saved_config import SEARCH_OPTIONS, search_overrides
+from attend.config.compose import compose_config
 from attend.config.errors import ConfigError
 from attend.run.evaluate import evaluate
 from attend.run.predict import predict
 from tests.helpers.configs import eval_config
-from tests.helpers.paths import DATES, ROOT
+from tests.helpers.paths import DATES
 
 SAVED = torch.load(DATES, map_location="cpu", weights_only=False)["attend"]["config"]  # beam 3, no CTC head
 
 
 def predict_config(output_dir, overrides=()):
-    """predict.yaml as predict.py composes it for the dates checkpoint, its ${hydra:...} paths given."""
-    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
-        cfg = compose(config_name="predict", overrides=[f"ckpt_path={DATES}", "plots=false", *overrides])
-    with open_dict(cfg):
-        cfg.paths.root_dir = str(ROOT)
-        cfg.paths.output_dir = str(output_dir)
-    return cfg
+    """predict.yaml as predict.py composes it for the dates checkpoint, its run folder ``output_dir``."""
+    return compose_config([f"ckpt_path={DATES}", "plots=false", *overrides], "predict", output_dir)
 
 
 def composed(name: str, tmp_path, overrides: list[str]):

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 import torch
-from hydra import compose, initialize_config_dir
 from hydra.utils import instantiate
 from torch.utils.flop_counter import FlopCounterMode
 
+from attend.config.compose import compose_config
 from benchmarks.flops import (
     ModelSizes,
     forward_flops,
@@ -149,20 +149,15 @@ def test_quick_ratios_and_pass_or_fail_follow_from_the_figures(quick) -> None:
         assert f"| {row['target']} | {row['value']:.4g} | {row['goal']} | {verdict} |" in stdout
 
 
-def compose_model(overrides: list[str]):
-    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
-        return compose("train", overrides=[f"paths.root_dir={ROOT}", "paths.output_dir=/tmp/attend-test", *overrides])
-
-
 SMALL = ["encoder.embedding_dim=8", "encoder.hidden_size=16", "encoder.num_layers=2", "decoder.embedding_dim=12",
          "decoder.hidden_size=32", "decoder.num_layers=2"]
 
 
 @pytest.mark.parametrize("decoder", ["luong", "bahdanau"])
 @pytest.mark.parametrize("attention", ["additive", "dot", "general", "cosine", "multihead", "location", "hard"])
-def test_flops_formula_equals_torch_flop_counter(decoder: str, attention: str) -> None:
+def test_flops_formula_equals_torch_flop_counter(decoder: str, attention: str, tmp_path) -> None:
     """GRUs only: on the CPU torch runs LSTMs in a oneDNN kernel that the FLOP counter does not see."""
-    cfg = compose_model([f"decoder={decoder}", f"attention={attention}", *SMALL])
+    cfg = compose_config([f"decoder={decoder}", f"attention={attention}", *SMALL], output_dir=tmp_path)
     vocab, batch, source, target = 50, 3, 7, 5
     torch.manual_seed(0)
     encoder = instantiate(cfg.encoder, vocab_size=vocab, pad_id=0)
@@ -180,10 +175,11 @@ def test_flops_formula_equals_torch_flop_counter(decoder: str, attention: str) -
     assert training_flops(sizes, src_lengths, torch.full((batch,), target)) == 3 * counter.get_total_flops()
 
 
-def test_flops_by_hand() -> None:
+def test_flops_by_hand(tmp_path) -> None:
     """The benchmark model's output layer and GRU gates, written out."""
     assert rnn_flops(tokens=10, input_size=256, hidden=512, layers=1, gates=3) == 10 * 2 * 3 * 512 * (256 + 512)
-    cfg = compose_model(["decoder=luong", "attention=additive", "decoder.hidden_size=512", "encoder.hidden_size=256"])
+    cfg = compose_config(["decoder=luong", "attention=additive", "decoder.hidden_size=512", "encoder.hidden_size=256"],
+                         output_dir=tmp_path)
     sizes = sizes_from_config(cfg, 8000, 8000)
     parts = forward_flops(sizes, torch.tensor([20, 30]), torch.tensor([21, 11]))
     assert parts["output"] == 2 * 512 * 8000 * 32

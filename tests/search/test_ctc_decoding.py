@@ -17,11 +17,11 @@ from torch.utils.data import DataLoader
 
 from attend.checkpoints.saved_config import search_overrides
 from attend.config.checks import check_config
+from attend.config.compose import compose_config
 from attend.config.errors import ConfigError
 from attend.decoders import BahdanauDecoder, LuongDecoder
 from attend.metrics import CharErrorRate
 from attend.search import BeamSearch, CTCPrefixScores, ctc_best_path
-from tests.helpers.configs import compose_train, resolve_paths
 from tests.helpers.parts import decoder
 from tests.helpers.paths import CONF
 from tests.helpers.tiny_recognizer import tiny_recognizer
@@ -226,19 +226,19 @@ def test_best_path_collapses_repeats_drops_blanks_and_reads_only_real_frames():
 
 
 # -- configuration -------------------------------------------------------------------------------------------------
-def test_joint_decoding_without_a_ctc_head_is_refused_at_start_up():
-    cfg = resolve_paths(compose_train(["task=asr", "model.ctc_weight=0"]))
+def test_joint_decoding_without_a_ctc_head_is_refused_at_start_up(tmp_path):
+    cfg = compose_config(["task=asr", "model.ctc_weight=0"], output_dir=tmp_path)
     with pytest.raises(ConfigError, match=r"decoding.ctc_weight=0.3 .*model.ctc_weight=0 .*decoding.ctc_weight=0"):
         check_config(cfg)
     for fine in (["search=greedy"], ["decoding.ctc_weight=0"]):  # greedy search reads no CTC head
-        check_config(resolve_paths(compose_train(["task=asr", "model.ctc_weight=0", *fine])))
-    check_config(resolve_paths(compose_train(["task=asr"])))
-    check_config(resolve_paths(compose_train(["experiment=las", "data.source.root=/nonexistent"])))
+        check_config(compose_config(["task=asr", "model.ctc_weight=0", *fine], output_dir=tmp_path))
+    check_config(compose_config(["task=asr"], output_dir=tmp_path))
+    check_config(compose_config(["experiment=las", "data.source.root=/nonexistent"], output_dir=tmp_path))
     with pytest.raises(ConfigError, match=r"decoding.ctc_weight is a mixing weight in \[0, 1\], got 1.5"):
-        check_config(resolve_paths(compose_train(["task=asr", "decoding.ctc_weight=1.5"])))
-    beam = resolve_paths(compose_train(["task=asr"])).model.test_search
+        check_config(compose_config(["task=asr", "decoding.ctc_weight=1.5"], output_dir=tmp_path))
+    beam = compose_config(["task=asr"], output_dir=tmp_path).model.test_search
     assert (beam.ctc_weight, beam.beam_size) == (0.3, 10)
-    assert resolve_paths(compose_train(["task=mt"])).model.test_search.ctc_weight == 0.0
+    assert compose_config(["task=mt"], output_dir=tmp_path).model.test_search.ctc_weight == 0.0
 
 
 def test_eval_and_predict_set_the_ctc_weight_of_the_checkpoints_search():

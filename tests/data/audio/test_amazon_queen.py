@@ -13,12 +13,12 @@ import numpy as np
 import pytest
 import soundfile as sf
 
+from attend.config.compose import compose_config
 from attend.data.audio import AmazonQueenSpeech, SpeechDataError
 from attend.data.audio.queen_resources import RESOURCE, QueenResources
 from attend.data.audio.queen_texts import speech_segments
 from attend.data.audio.record import AudioReadError, Utterance, audio_duration, clip_path, read_audio
 from attend.data.bad_samples import Skipped
-from tests.helpers.configs import compose_train, resolve_paths
 
 RATE = 11025
 FIX = "apt-get install flight-of-the-amazon-queen"
@@ -201,8 +201,8 @@ def test_a_missing_wrong_or_truncated_resource_file_says_what_to_install(queen, 
         QueenResources(cut)
 
 
-def test_the_data_config_builds_the_source():
-    source = resolve_paths(compose_train(["task=asr", "data=amazon_queen"])).data.source
+def test_the_data_config_builds_the_source(tmp_path):
+    source = compose_config(["task=asr", "data=amazon_queen"], output_dir=tmp_path).data.source
     assert source._target_ == "attend.data.audio.AmazonQueenSpeech" and source.resource is None
     assert not set(source.val_speakers) & set(source.test_speakers)
 

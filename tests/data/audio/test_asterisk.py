@@ -13,12 +13,12 @@ import pytest
 import soundfile as sf
 from hydra.utils import instantiate
 
+from attend.config.compose import compose_config
 from attend.data import LogMelFrontEnd
 from attend.data.audio import AsteriskPrompts, SpeechDataError
 from attend.data.audio.spoken import spoken_text
 from attend.data.bad_samples import Skipped
 from tests.helpers.audio import make_datamodule
-from tests.helpers.configs import compose_train, resolve_paths
 
 TRANSCRIPT = """\ufeff; Core Asterisk Sounds in English
 
@@ -159,11 +159,11 @@ def test_missing_packages_and_unknown_languages_say_what_to_install(tmp_path, as
 
 
 @pytest.mark.parametrize("mixed", ["asterisk_multilingual", "asterisk_espeak", "asterisk_amazon_queen"])
-def test_the_mixed_configs_keep_data_asterisk_s_english_split(mixed):
+def test_the_mixed_configs_keep_data_asterisk_s_english_split(mixed, tmp_path):
     """The English source inside a Corpora config has data=asterisk's settings, hence its records-store key and its
     held-out prompts: the test figures of the mixed runs are on the same 60 utterances."""
     def english(overrides):
-        source = resolve_paths(compose_train(overrides)).data.source
+        source = compose_config(overrides, output_dir=tmp_path).data.source
         if "sources" in source:
             source = next(s for s in source.sources.values() if s.get("language") == "en")
         return instantiate(source)

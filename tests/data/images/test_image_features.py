@@ -169,11 +169,12 @@ def test_the_builder_shares_features_of_the_body_the_model_runs(tmp_path):
     initialised, frozen) body after ``Seq2Seq`` initialised its modules, not of the body before that (a frozen ResNet
     without weights: mean |feature| about 1 before, 0.1 after)."""
     from attend.builder import build_datamodule, build_model
-    from tests.helpers.configs import compose_train, resolve_paths
+    from attend.config.compose import compose_config
 
-    cfg = resolve_paths(compose_train([
+    cfg = compose_config([
         "task=caption", "data=shapes", "encoder=resnet", "encoder.freeze=true", "data.source.n_train=8",
-        "data.source.n_val=2", "data.source.n_test=2", f"paths.cache_dir={tmp_path}", "data.prepare_workers=0"]))
+        "data.source.n_val=2", "data.source.n_test=2", f"paths.cache_dir={tmp_path}", "data.prepare_workers=0",
+    ], output_dir=tmp_path)
     dm = build_datamodule(cfg)
     dm.prepare_data()
     dm.setup("fit")

@@ -10,6 +10,7 @@ import torch
 from hydra.utils import instantiate
 from PIL import Image
 
+from attend.config.compose import compose_config
 from attend.data import DataModule, WordTokenizer
 from attend.data.images import ImageCaption, TuxPaintStamps
 from attend.data.images.pixels import square_resize, square_resize_mask, store_mask, store_pixels, to_uint8_tensor
@@ -18,7 +19,6 @@ from attend.data.images.tuxpaint import TUXPAINT_STAMPS
 from attend.metrics import Decoded, ObjectArea, ObjectMass, cell_coverage
 from attend.metrics.object_mass import area_matrix
 from attend.search import SearchResult
-from tests.helpers.configs import compose_train, resolve_paths
 from tests.helpers.datamodules import caption_datamodule
 
 SIZE = 16
@@ -211,12 +211,12 @@ def test_a_store_without_masks_is_not_read_for_a_source_with_masks(tmp_path: Pat
 
 
 # configuration and the installed stamps -----------------------------------------------------------
-def test_tux_paint_config_logs_object_mass_and_area_and_never_flips() -> None:
-    cfg = resolve_paths(compose_train(["task=caption"]))
+def test_tux_paint_config_logs_object_mass_and_area_and_never_flips(tmp_path) -> None:
+    cfg = compose_config(["task=caption"], output_dir=tmp_path)
     assert cfg.data.modality.hflip is False and cfg.data.source._target_.endswith("TuxPaintStamps")
     assert isinstance(instantiate(cfg.model.metrics.object_mass), ObjectMass)
     assert isinstance(instantiate(cfg.model.metrics.object_area), ObjectArea)
-    other = resolve_paths(compose_train(["task=caption", "data=flickr8k"]))
+    other = compose_config(["task=caption", "data=flickr8k"], output_dir=tmp_path)
     assert "object_mass" not in other.model.metrics  # a data set without masks does not log it
 
 
