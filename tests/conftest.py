@@ -4,6 +4,7 @@ slowest files. What test modules share besides fixtures is in tests/helpers/."""
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 import torch
@@ -39,13 +40,20 @@ def memory(source_batch):
 # the files that take longest, longest first: the two xdist workers (which take whole files in collection
 # order) then finish together instead of one starting the matrix when the other is nearly done
 SLOW_FILES_FIRST = (
-    "test_matrix.py", "test_entry_points.py", "test_distributed.py", "test_sweeps.py", "test_caption_ddp.py",
-    "test_time_budget_ddp.py",
+    "run/test_matrix.py", "run/test_entry_points.py", "run/test_distributed.py", "sweeps/test_sweeps.py",
+    "metrics/test_caption_ddp.py", "callbacks/test_time_budget_ddp.py",
 )
+TESTS = Path(__file__).resolve().parent
 
 
 def pytest_collection_modifyitems(items: list) -> None:
     rank = {name: i for i, name in enumerate(SLOW_FILES_FIRST)}
-    items.sort(key=lambda item: rank.get(item.path.name, len(SLOW_FILES_FIRST)))  # stable: files keep their order
+
+    def place(item) -> int:
+        path = item.path.resolve()
+        name = path.relative_to(TESTS).as_posix() if path.is_relative_to(TESTS) else str(path)
+        return rank.get(name, len(SLOW_FILES_FIRST))
+
+    items.sort(key=place)  # stable: the other files keep their order
 
 

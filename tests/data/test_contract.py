@@ -1,6 +1,7 @@
 """The data pipeline's contract, the same for every modality (text, images, audio): what ``DataModule`` promises
-whatever its plug-in. Damaged store files are rebuilt: test_cache_repair.py, over the same data. Modality
-specifics are in test_data_text.py, test_data_images.py and test_data_audio.py."""
+whatever its plug-in. Damaged store files are rebuilt: data/test_cache_repair.py, over the same data. Modality
+specifics are in data/text/test_text_datamodule.py, data/images/test_image_datamodule.py and
+data/audio/test_audio_datamodule.py."""
 
 from __future__ import annotations
 

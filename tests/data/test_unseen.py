@@ -123,4 +123,4 @@ def test_caption_task_logs_bleu4_and_cider_on_unseen_images(tmp_path) -> None:
     assert instantiate(cfg.model.metrics.bleu4_unseen).metric.n == 4
 
 
-# under DDP (ranks with and without unseen rows, uneven shares): tests/test_caption_ddp.py
+# under DDP (ranks with and without unseen rows, uneven shares): tests/metrics/test_caption_ddp.py

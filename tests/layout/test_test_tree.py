@@ -95,7 +95,7 @@ def test_every_test_file_sits_in_the_folder_of_a_room():
 
 
 def test_every_test_folder_is_a_package():
-    """Test modules of the same name in two folders (test_transformer.py for encoders and decoders) need packages."""
+    """A package per folder: test modules of the same name in two folders would otherwise clash."""
     folders = {path.parent for path in all_test_files()} | {TESTS / "helpers"}
     folders |= {parent for folder in folders for parent in folder.parents if parent.is_relative_to(TESTS)}
     missing = sorted(str(folder.relative_to(ROOT)) for folder in folders if not (folder / "__init__.py").is_file())

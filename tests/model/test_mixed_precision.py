@@ -1,5 +1,5 @@
 """bf16-mixed (trainer=gpu's precision) clips the gradients of the default fused AdamW: huge gradients reach the
-optimizer's step with the clipping norm. The harness here serves the fp16 tests too (tests/test_fp16.py)."""
+optimizer's step with the clipping norm. The harness here serves the fp16 tests too (tests/model/test_fp16.py)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Faults provoked on purpose: a run killed mid-epoch, preemption signals, determinism, NaN losses,
-wrong config types, logger and plot failures. (A failing job in a sweep: tests/test_sweeps.py.)"""
+wrong config types, logger and plot failures. (A failing job in a sweep: tests/sweeps/test_sweeps.py.)"""
 
 from __future__ import annotations
 
@@ -196,7 +196,7 @@ def test_nan_losses_in_a_row_stop_the_run_with_a_clear_error():
 
 def test_bad_lines_are_skipped_named_and_counted_in_the_run_logs(tmp_path):
     """A Multi30k-layout corpus with an empty and an undecodable training line: the run skips both, names
-    them, and logs data/skipped_train (data.on_error and its limits: tests/test_bad_data.py)."""
+    them, and logs data/skipped_train (data.on_error and its limits: tests/data/test_bad_data.py)."""
     corpus = tmp_path / "corpus"
     shutil.copytree(MULTI30K, corpus)
     with (corpus / "train.de").open("ab") as de, (corpus / "train.en").open("ab") as en:
