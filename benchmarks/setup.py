@@ -4,18 +4,16 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass
-from pathlib import Path
 
 import torch
-from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig
 
 from attend.builder import build_datamodule
 from attend.config.checks import check_config
+from attend.config.compose import compose_config
 from attend.data.bucketing import BucketBatchSampler
 from attend.data.dataset import StoreDataset
 
-ROOT = Path(__file__).resolve().parents[1]
 # the fixed benchmark model on the default Ding German->English data: 8k SentencePiece units each side,
 # embeddings 256, a bidirectional GRU encoder of 2 x 256, a GRU decoder of 512, additive attention; the
 # decoder flow is the MT task's default (Luong without input feeding: the RNN runs over all steps at once)
@@ -72,9 +70,7 @@ QUICK_ATTENTION_SIZES = {
 
 def load_config(overrides: list[str]) -> DictConfig:
     """train.py's config with these overrides (no Hydra run folder); raises on a bad override."""
-    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
-        paths = [f"paths.root_dir={ROOT}", "paths.output_dir=/tmp/attend-benchmark"]
-        cfg = compose(config_name="train", overrides=[*paths, *overrides])
+    cfg = compose_config(overrides, output_dir="/tmp/attend-benchmark")
     check_config(cfg)
     return cfg
 

@@ -81,16 +81,15 @@ def child(spec: dict) -> dict:
     import_start = time.time()
     import lightning as L
     import torch
-    from hydra import compose, initialize_config_dir
     from hydra.utils import instantiate
 
     from attend.builder import build_datamodule, build_model
     from attend.config.checks import check_config
+    from attend.config.compose import compose_config
 
     result["import_s"] = time.time() - import_start
-    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
-        out = spec.get("output_dir") or tempfile.mkdtemp(prefix="attend-bench-scale-")
-        cfg = compose("train", overrides=[f"paths.root_dir={ROOT}", f"paths.output_dir={out}", *spec["overrides"]])
+    out = spec.get("output_dir") or tempfile.mkdtemp(prefix="attend-bench-scale-")
+    cfg = compose_config(spec["overrides"], output_dir=out)
     check_config(cfg)
     L.seed_everything(cfg.seed, verbose=False)
     datamodule = build_datamodule(cfg)

@@ -23,10 +23,9 @@ ROOT = Path(__file__).resolve().parents[1]
 SETUP = """
 import json, sys, time
 start = time.perf_counter()
-from hydra import compose, initialize_config_dir
 from attend.builder import build_datamodule
-with initialize_config_dir(config_dir=sys.argv[1], version_base=None):
-    cfg = compose(config_name="train", overrides=sys.argv[2:])
+from attend.config.compose import compose_config
+cfg = compose_config(sys.argv[1:])
 datamodule = build_datamodule(cfg)
 datamodule.prepare_data()
 datamodule.setup("fit")
@@ -36,7 +35,7 @@ print(json.dumps({"seconds": time.perf_counter() - start, "train": len(datamodul
 
 def setup_once(cache: Path, overrides: list[str]) -> dict:
     """Seconds (imports included) to a set-up data module, in a fresh process."""
-    command = [sys.executable, "-c", SETUP, str(ROOT / "conf"), "task=asr", f"paths.cache_dir={cache}", *overrides]
+    command = [sys.executable, "-c", SETUP, "task=asr", f"paths.cache_dir={cache}", *overrides]
     done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True,
                           env={**os.environ, "WANDB_MODE": "disabled"})
     if done.returncode != 0:

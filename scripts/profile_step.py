@@ -15,11 +15,9 @@ import itertools
 import statistics
 import sys
 import time
-from pathlib import Path
 
 import lightning as L
 import torch
-from hydra import compose, initialize_config_dir
 from hydra.errors import HydraException
 from hydra.utils import instantiate
 from omegaconf import DictConfig
@@ -27,10 +25,9 @@ from torch.profiler import profile
 
 from attend.builder import build_datamodule, build_model
 from attend.config.checks import check_config
+from attend.config.compose import compose_config
 from attend.config.errors import ConfigError
 from attend.run.context import apply_threads
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def main() -> None:
@@ -80,9 +77,7 @@ def main() -> None:
 def load_config(overrides: list[str]) -> DictConfig:
     """train.py's config with these overrides; a bad override or a missing value exits with its message."""
     try:
-        with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
-            paths = [f"paths.root_dir={ROOT}", "paths.output_dir=/tmp/attend-profile"]
-            cfg = compose(config_name="train", overrides=[*paths, *overrides])
+        cfg = compose_config(overrides, output_dir="/tmp/attend-profile")
         check_config(cfg)
     except (HydraException, ConfigError) as error:
         sys.exit(f"profile_step.py: {error}")

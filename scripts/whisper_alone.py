@@ -17,11 +17,11 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-from hydra import compose, initialize_config_dir
 from hydra.errors import HydraException
 from hydra.utils import instantiate
 from omegaconf import DictConfig
 
+from attend.config.compose import compose_config
 from attend.data.audio.record import AudioReadError, read_audio
 from attend.data.audio.spoken import spoken_text
 from attend.data.bad_samples import Skipped
@@ -30,16 +30,13 @@ from attend.encoders.whisper_weights import check_sha256, model_folder
 from attend.metrics import CharErrorRate, WordErrorRate
 from attend.metrics.base import Decoded
 
-ROOT = Path(__file__).resolve().parents[1]
 SAMPLE_RATE = 16000
 
 
 def load_config(overrides: list[str]) -> tuple[DictConfig, str]:
     """train.py's config for task=asr with these overrides, and the name of its data choice."""
     try:
-        with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
-            paths = [f"paths.root_dir={ROOT}", "paths.output_dir=/tmp/attend-whisper-alone"]
-            cfg = compose(config_name="train", overrides=["task=asr", *paths, *overrides], return_hydra_config=True)
+        cfg = compose_config(["task=asr", *overrides], output_dir="/tmp/attend-whisper-alone", keep_hydra=True)
     except HydraException as error:
         sys.exit(f"whisper_alone.py: {error}")
     return cfg, str(cfg.hydra.runtime.choices.data)

@@ -1,22 +1,16 @@
-"""Shared fixtures: small random encoders, decoders and memories; eval.py's config outside a Hydra run."""
+"""Shared fixtures (a padded source batch and its memory), the test processes' settings, and the order of the
+slowest files. What test modules share besides fixtures is in tests/helpers/."""
 
 from __future__ import annotations
 
-import functools
 import os
 from pathlib import Path
 
 import pytest
 import torch
-from hydra import compose, initialize_config_dir
-from omegaconf import open_dict
 
-from attend.attention import AdditiveAttention
 from attend.encoders import TextEncoder
 
-ROOT = Path(__file__).resolve().parents[1]
-# a tiny dates model (characters in, ISO dates out) from earlier code: tests/fixtures/old_checkpoints/README.md
-DATES = ROOT / "tests" / "fixtures" / "old_checkpoints" / "dates.ckpt"
 os.environ.setdefault("WANDB_SILENT", "true")
 # make test runs the suite on two pytest-xdist workers (pyproject.toml): one thread per process, here and in
 # every train.py the tests start, so two trainings share the two cores instead of OpenMP threads spin-waiting
@@ -43,29 +37,23 @@ def memory(source_batch):
     return encoder(*source_batch)
 
 
-def additive(hidden_dim: int = 8):
-    return functools.partial(AdditiveAttention, hidden_dim=hidden_dim)
-
-
 # the files that take longest, longest first: the two xdist workers (which take whole files in collection
 # order) then finish together instead of one starting the matrix when the other is nearly done
 SLOW_FILES_FIRST = (
-    "test_matrix.py", "test_entry_points.py", "test_distributed.py", "test_sweeps.py", "test_caption_ddp.py",
-    "test_time_budget_ddp.py",
+    "run/test_matrix.py", "run/test_entry_points.py", "run/test_distributed.py", "sweeps/test_sweeps.py",
+    "metrics/test_caption_ddp.py", "callbacks/test_time_budget_ddp.py",
 )
+TESTS = Path(__file__).resolve().parent
 
 
 def pytest_collection_modifyitems(items: list) -> None:
     rank = {name: i for i, name in enumerate(SLOW_FILES_FIRST)}
-    items.sort(key=lambda item: rank.get(item.path.name, len(SLOW_FILES_FIRST)))  # stable: files keep their order
+
+    def place(item) -> int:
+        path = item.path.resolve()
+        name = path.relative_to(TESTS).as_posix() if path.is_relative_to(TESTS) else str(path)
+        return rank.get(name, len(SLOW_FILES_FIRST))
+
+    items.sort(key=place)  # stable: the other files keep their order
 
 
-def eval_config(ckpt_path: Path, output_dir: Path, overrides: list[str] | tuple[str, ...] = ()):
-    """eval.yaml as eval.py composes it for ``ckpt_path`` on the CPU, its ${hydra:...} paths given outside a
-    Hydra run."""
-    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
-        cfg = compose(config_name="eval", overrides=[f"ckpt_path={ckpt_path}", "accelerator=cpu", *overrides])
-    with open_dict(cfg):
-        cfg.paths.root_dir = str(ROOT)
-        cfg.paths.output_dir = str(output_dir)
-    return cfg
