@@ -6,7 +6,7 @@ study lives in SQLite in the sweep folder, so running the same command again wit
 interruption run again, and only the trials still missing up to ``n_trials`` are asked. ``n_jobs``
 trials are asked and launched together (in parallel with ``hydra/launcher=parallel``). A job's
 ``OptunaPruning`` callback reports its validation metric to the same study and stops the job
-when the pruner says so (attend/run/optuna_pruning.py).
+when the pruner says so (attend/callbacks/optuna_pruning.py).
 """
 
 import logging
