@@ -44,6 +44,7 @@ def test_seq2seq_overfits_a_batch_of_dates(tmp_path):
     assert model.decode(batch, instantiate(cfg.model.val_search)).hypotheses == batch["references"]
 
 
+@pytest.mark.slow  # a train.py run of about 10 s: the slow tier (make test-slow; CI runs both)
 def test_captioner_overfits_a_few_shapes_images(tmp_path):
     cfg, model, batch, _ = overfit_one_batch(
         [

@@ -26,6 +26,7 @@ SMALL_SHAPES = [
 CAPTION_METRICS = {"test/bleu1", "test/bleu2", "test/bleu3", "test/bleu4", "test/cider", "test/loss"}
 
 
+@pytest.mark.slow  # a train.py run of about 10 s: the slow tier (make test-slow; CI runs both)
 def test_default_caption_task_reads_the_tux_paint_stamps(tmp_path):
     if not Path("/usr/share/tuxpaint/stamps").is_dir():
         pytest.skip("Debian package tuxpaint-stamps-default is not installed")

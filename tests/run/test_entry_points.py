@@ -26,6 +26,7 @@ def test_default_logger_is_offline_wandb_with_images(tmp_path):
     assert (tmp_path / "csv" / "metrics.csv").is_file()  # CSV alongside
 
 
+@pytest.mark.slow  # a train.py run of about 10 s: the slow tier (make test-slow; CI runs both)
 def test_tensorboard_logger_receives_figures(tmp_path):
     run("train.py", "debug=fast", *SMALL_MT, "logger=tensorboard", "run_test=false", f"hydra.run.dir={tmp_path}")
     (events,) = (tmp_path / "tensorboard").rglob("events.out.tfevents.*")
@@ -99,6 +100,7 @@ def test_hparams_grid_sweep_runs_every_combination_in_its_own_folder(tmp_path):
     assert settings == {(lr, dropout) for lr in (0.001, 0.004) for dropout in (0.2, 0.3)}
 
 
+@pytest.mark.slow  # a train.py run of about 10 s: the slow tier (make test-slow; CI runs both)
 def test_last_checkpoint_is_the_last_epoch_even_when_the_best_is_earlier(tmp_path):
     import torch
 

@@ -84,7 +84,8 @@ def test_a_run_killed_mid_epoch_resumes_where_its_last_checkpoint_was(uninterrup
     assert max(abs(expected[s] - got[s]) for s in got) <= 1e-6
 
 
-@pytest.mark.parametrize("signal_name", ["SIGTERM", "SIGUSR1"])
+# SIGUSR1 (SLURM's warning before a preemption) takes the same path as SIGTERM: the slow tier runs it
+@pytest.mark.parametrize("signal_name", ["SIGTERM", pytest.param("SIGUSR1", marks=pytest.mark.slow)])
 def test_a_preemption_signal_saves_a_checkpoint_and_exits_cleanly(signal_name, tmp_path):
     first, resumed = tmp_path / "first", tmp_path / "resumed"
     process = start(*RESUMABLE, "run_test=true", f"hydra.run.dir={first}")

@@ -93,6 +93,7 @@ hydra:
 """
 
 
+@pytest.mark.slow  # a train.py run of about 10 s: the slow tier (make test-slow; CI runs both)
 def test_a_trial_is_pruned_from_its_validation_metric(tmp_path):
     """A pruner that prunes any loss above 0: the trial stops after its first validation of three epochs."""
     (tmp_path / "conf" / "hparams_search").mkdir(parents=True)
@@ -132,6 +133,7 @@ exit 1
 """
 
 
+@pytest.mark.slow  # a train.py run of about 10 s: the slow tier (make test-slow; CI runs both)
 def test_slurm_launcher_writes_the_job_script_it_would_submit(tmp_path):
     """With sbatch and srun faked on PATH, hydra/launcher=slurm submits through submitit; the script asks for
     the nodes, the tasks and GPUs per node of trainer=ddp, and for SIGUSR1 before the time limit."""
