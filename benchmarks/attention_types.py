@@ -8,14 +8,14 @@ import torch
 from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
+from attend.config.compose import CONF_DIR
 from attend.memory import Memory, length_mask
 from benchmarks.memory import PeakMeter, in_subprocess, timed
-from benchmarks.setup import ROOT
 
 
 def attention_types() -> list[str]:
     """The names of conf/attention/*.yaml: the list of options."""
-    return sorted(path.stem for path in (ROOT / "conf" / "attention").glob("*.yaml"))
+    return sorted(path.stem for path in (CONF_DIR / "attention").glob("*.yaml"))
 
 
 def measure_type(name: str, sizes: dict, repeats: int, device_name: str, queue) -> None:
@@ -28,7 +28,7 @@ def measure_type(name: str, sizes: dict, repeats: int, device_name: str, queue) 
     device = torch.device(device_name)
     torch.manual_seed(0)
     batch, steps, frames = sizes["batch"], sizes["steps"], sizes["frames"]
-    attention = instantiate(OmegaConf.load(ROOT / "conf" / "attention" / f"{name}.yaml"))
+    attention = instantiate(OmegaConf.load(CONF_DIR / "attention" / f"{name}.yaml"))
     attention = attention(query_dim=sizes["query_dim"], value_dim=sizes["value_dim"]).to(device).train()
     values = torch.randn(batch, frames, sizes["value_dim"], device=device, requires_grad=True)  # (B, S, Dv)
     queries = torch.randn(batch, steps, sizes["query_dim"], device=device, requires_grad=True)  # (B, T, Dq)
