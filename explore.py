@@ -4,8 +4,8 @@ http://127.0.0.1:8765/, type a sentence (or pick an image or audio file) and ste
 import hydra
 from omegaconf import DictConfig
 
+from attend.explore.server import serve
 from attend.run.context import reported_as_messages
-from attend.run.serve import serve
 
 
 @hydra.main(version_base="1.3", config_path="conf", config_name="explore")

@@ -1,5 +1,5 @@
-"""serve(cfg): the decoding explorer on a local web server (127.0.0.1 only): a reviewer types a sentence or picks an
-image or audio file and gets its explorer page, decoded as predict.py decodes (``attend.explore.explore_batch``).
+"""serve(cfg): the decoding explorer on a local web server (explore.py; 127.0.0.1 only): a reviewer types a sentence
+or picks an image or audio file and gets its explorer page, decoded as predict.py decodes (``explore_batch``).
 
 Built on Werkzeug (Pallets' WSGI toolkit, already installed with TensorBoard): its development server, request
 parsing and multipart uploads are all this needs; one model, one reviewer, no framework around it."""

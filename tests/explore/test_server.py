@@ -17,7 +17,7 @@ from werkzeug.test import Client
 from attend.config.compose import compose_config
 from attend.config.errors import ConfigError
 from attend.explore import explore_batch
-from attend.run.serve import HOST, Explorer, application, explorer_server
+from attend.explore.server import HOST, Explorer, application, explorer_server
 from tests.helpers.paths import DATES, ROOT
 
 SHAPES = DATES.parent / "shapes.ckpt"
