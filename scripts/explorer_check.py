@@ -96,8 +96,12 @@ def tour(browser: str, page: Path, steps: int, mode: str = "search") -> list[dic
     return json.loads(html.unescape(found.group(1)))
 
 
-def screenshot(browser: str, page: Path, out: Path, fragment: str, size: str = "1100,760") -> None:
-    chromium(browser, page_url(page, fragment), f"--screenshot={out}", f"--window-size={size}")
+def screenshot(browser: str, page: Path, out: Path, fragment: str, size: str = "1100,800") -> None:
+    """A PNG of the page at ``fragment`` (#step=3), in 256 colours: small enough to keep in docs/."""
+    from PIL import Image
+
+    chromium(browser, page_url(page, fragment), f"--screenshot={out.resolve()}", f"--window-size={size}")
+    Image.open(out).convert("RGB").quantize(256).save(out, optimize=True)
 
 
 def page_data(page: Path) -> dict:

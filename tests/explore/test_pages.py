@@ -4,6 +4,7 @@ whole, and the GIF of the steps."""
 
 from __future__ import annotations
 
+import base64
 import io
 import json
 import re
@@ -99,7 +100,7 @@ def test_an_image_page_places_the_weights_on_the_cells(tmp_path):
     source, result = pages[0]["source"], predicted(model, batch)
     h, w = result.grid
     assert source["kind"] == "image" and source["grid"] == [h, w] and source["picture"].startswith("data:image/png")
-    picture = Image.open(io.BytesIO(__import__("base64").b64decode(source["picture"].split(",")[1])))
+    picture = Image.open(io.BytesIO(base64.b64decode(source["picture"].split(",")[1])))
     assert picture.size == (source["width"], source["height"])
     for t, step in enumerate(pages[0]["modes"]["search"]):
         assert step["weights"] == result.weights[0, t].tolist() and len(step["weights"]) == h * w
@@ -111,8 +112,6 @@ def test_a_spectrogram_source_is_a_picture_of_its_frames():
     features = np.linspace(-3, 3, 40 * 120, dtype=np.float32).reshape(40, 120)
     source = page_source(Spectrogram(features, 0.01), None)
     assert source["kind"] == "spectrogram" and source["frames"] == 120 and source["seconds"] == pytest.approx(1.2)
-    import base64
-
     picture = Image.open(io.BytesIO(base64.b64decode(source["picture"].split(",")[1])))
     assert picture.size == (120, 40)
     assert np.asarray(picture)[-1, 0].sum() < np.asarray(picture)[0, -1].sum()  # low bins at the bottom, dark

@@ -24,7 +24,7 @@ def test_default_logger_is_offline_wandb_with_images(tmp_path):
     assert len(runs) == 1
     assert pngs(runs[0] / "files" / "media" / "images"), "attention plots were not logged to W&B"
     pages = sorted((tmp_path / "attention" / "epoch_000").glob("example_*.html"))  # the explorer beside the plots
-    media = sorted((runs[0] / "files" / "media" / "html").glob("*.html"))
+    media = sorted((runs[0] / "files" / "media" / "html").rglob("*.html"))
     assert len(pages) == 2 and len(media) == 2, "the explorer pages were not saved and logged to W&B as HTML"
     assert media[0].read_text(encoding="utf-8").startswith("<!DOCTYPE html>")  # whole, no stylesheet injected
     assert (tmp_path / "csv" / "metrics.csv").is_file()  # CSV alongside

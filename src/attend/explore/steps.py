@@ -14,14 +14,14 @@ from attend.search import SearchResult, SearchStep
 
 @dataclass(frozen=True)
 class KeptStep:
-    """One recorded step on the CPU, kept small: the decoder's ``top`` likeliest next tokens, not the vocabulary."""
+    """One recorded step on the CPU, kept small: the decoder's ``top`` likeliest next tokens, not the vocabulary (the
+    page's weights are the search result's, predict.py's own)."""
 
     sentences: Tensor  # (b,) input rows
     history: Tensor  # (b, K, t)
     scores: Tensor  # (b, K)
     top_ids: Tensor  # (b, K, top)
     top_log_probs: Tensor  # (b, K, top)
-    weights: Tensor  # (b, K, S)
 
 
 class StepLog:
@@ -33,9 +33,8 @@ class StepLog:
 
     def __call__(self, step: SearchStep) -> None:
         values, ids = step.log_probs.topk(min(self.top, step.log_probs.size(-1)), dim=-1)  # (b, K, top)
-        cpu = lambda tensor: tensor.detach().float().cpu() if tensor.is_floating_point() else tensor.cpu()  # noqa: E731
-        self.steps.append(KeptStep(cpu(step.sentences), cpu(step.history), cpu(step.scores), cpu(ids), cpu(values),
-                                   cpu(step.weights)))
+        self.steps.append(KeptStep(step.sentences.cpu(), step.history.cpu(), step.scores.float().cpu(), ids.cpu(),
+                                   values.cpu()))
 
 
 def search_steps(log: StepLog, result: SearchResult, row: int, tokens) -> list[dict]:
