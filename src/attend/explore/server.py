@@ -57,7 +57,9 @@ class Explorer:
             try:
                 batch = self.datamodule.batch_from_sources([source])
             except (ImageReadError, AudioReadError) as error:
-                raise InputError(f"cannot read the file: {error}; pick another {self.kind} file") from error
+                # the reader's own cause when it has one, and the name the reviewer sent, not the temporary copy's
+                why = str(error.__cause__ or error).replace(source, (upload or ("",))[0] or "the file")
+                raise InputError(f"cannot read the file: {why}; pick another {self.kind} file") from error
             _, pages = explore_batch(self.model, self.datamodule, batch, self.model.test_search,
                                      [reference.strip() or None], title="typed input")
         if upload is not None:
