@@ -63,6 +63,8 @@ def predict(cfg: DictConfig) -> list[str]:
         if cfg.get("explore"):  # the same decode call, with the search's recorder: one page per input
             hypotheses, pages = explore_batch(model, datamodule, batch, model.test_search,
                                               references[start : start + cfg.batch_size])
+            for i, page in enumerate(pages):
+                page["title"] = f"input {start + i}"
             write_pages(pages, Path(cfg.paths.output_dir) / "explore", "input", first=start)
             outputs += hypotheses
         else:
