@@ -3,10 +3,11 @@ VENV ?= .venv
 PYTHON ?= python3
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.attend-installed
-# Debian packages the embedded data sets are built from
+# Debian packages the embedded data sets are built from, and Chromium, the headless browser the explorer's pages
+# are tested in (tests/explore/test_browser.py, scripts/explorer_check.py)
 DEB_PACKAGES := trans-de-en tuxpaint-stamps-default fonts-noto-color-emoji espeak-ng \
 	asterisk-core-sounds-en asterisk-core-sounds-en-wav asterisk-core-sounds-fr asterisk-core-sounds-fr-wav \
-	flight-of-the-amazon-queen
+	flight-of-the-amazon-queen chromium
 
 .PHONY: install debs train test test-slow compare benchmark bench-scale lint clean
 

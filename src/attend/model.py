@@ -154,13 +154,15 @@ class Seq2Seq(L.LightningModule):
         )
 
     @torch.no_grad()
-    def decode(self, batch: dict, search: Callable, memory=None) -> Decoded:
+    def decode(self, batch: dict, search: Callable, memory=None, recorder=None) -> Decoded:
         """Decode a batch with ``search``: the batch, the search's result and its detokenised texts. The search gets
         the model outputs its scorers read (``search.needs``: the CTC head's log-probabilities for joint
-        CTC/attention beam search)."""
+        CTC/attention beam search) and, when given, a ``recorder`` of its steps (``attend.search.StepRecorder``)."""
         tok = self.target_tokenizer
         memory = self.encode(batch) if memory is None else memory  # evaluation passes the one it encoded
         given = self.search_inputs(search.needs, memory)
+        if recorder is not None:  # only then: a search without the hook is still a search
+            given["recorder"] = recorder
         result = search(self.decoder, memory, bos_id=tok.bos_id, eos_id=tok.eos_id, pad_id=tok.pad_id, **given)
         return Decoded(batch, result, [tok.decode(ids) for ids in result.sequences()], tok)
 

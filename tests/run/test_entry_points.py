@@ -23,6 +23,10 @@ def test_default_logger_is_offline_wandb_with_images(tmp_path):
     runs = list((tmp_path / "wandb").glob("offline-run-*"))
     assert len(runs) == 1
     assert pngs(runs[0] / "files" / "media" / "images"), "attention plots were not logged to W&B"
+    pages = sorted((tmp_path / "attention" / "epoch_000").glob("example_*.html"))  # the explorer beside the plots
+    media = sorted((runs[0] / "files" / "media" / "html").rglob("*.html"))
+    assert len(pages) == 2 and len(media) == 2, "the explorer pages were not saved and logged to W&B as HTML"
+    assert media[0].read_text(encoding="utf-8").startswith("<!DOCTYPE html>")  # whole, no stylesheet injected
     assert (tmp_path / "csv" / "metrics.csv").is_file()  # CSV alongside
 
 
@@ -32,6 +36,7 @@ def test_tensorboard_logger_receives_figures(tmp_path):
     (events,) = (tmp_path / "tensorboard").rglob("events.out.tfevents.*")
     records = events.read_bytes()
     assert b"val/attention/0" in records and b"val/samples" in records  # the figures and the samples text
+    assert b"val/explorer/example_0" in records and b"GIF89a" in records  # the explorer's steps, animated
 
 
 def test_train_then_evaluate_and_predict_from_the_checkpoint(tmp_path):

@@ -10,12 +10,21 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 import lightning as L
 from lightning.pytorch.utilities import rank_zero_only
 
+from attend.explore import explore_batch, write_pages
 from attend.plots import close_figure
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
 log = logging.getLogger(__name__)
+
+
+@runtime_checkable
+class ExplorerLogger(Protocol):
+    """A logger that shows the decoding explorer's pages (``attend.explore``), one per plotted example."""
+
+    def log_explorer(self, pages: list[dict], paths: list[str], step: int) -> None:
+        """``pages``: each example's page data, saved as the HTML file at ``paths``; ``step`` the global step."""
 
 
 @runtime_checkable
@@ -32,17 +41,21 @@ class AttentionPlots(L.Callback):
 
     PNGs land in ``<output_dir>/attention/epoch_XXX/``; every logger that can show them (``log_attention``,
     ``attend.loggers.tensorboard_run``: W&B, TensorBoard) receives them with each example's source, reference and
-    output. With multi-head attention ``per_head`` draws one panel per head; otherwise the heads' mean.
+    output. With multi-head attention ``per_head`` draws one panel per head; otherwise the heads' mean. With
+    ``explorer`` each example also gets its decoding explorer page, ``example_N.html`` beside its PNG (the search
+    step by step and teacher forcing on its reference), handed to the loggers that show them (``log_explorer``).
     """
 
     def __init__(
-        self, plot: Callable, output_dir: str, num_examples: int = 4, every_n_epochs: int = 1, per_head: bool = True
+        self, plot: Callable, output_dir: str, num_examples: int = 4, every_n_epochs: int = 1, per_head: bool = True,
+        explorer: bool = True,
     ) -> None:
         self.plot = plot
         self.output_dir = Path(output_dir)
         self.num_examples = num_examples
         self.every_n_epochs = every_n_epochs
         self.per_head = per_head
+        self.explorer = explorer
         self.failures = 0
 
     @rank_zero_only
@@ -82,7 +95,26 @@ class AttentionPlots(L.Callback):
                 logger.log_attention(figures, paths, rows, trainer.global_step)
         for fig in figures:
             close_figure(fig)
+        if self.explorer:
+            self.explore(trainer, pl_module, batch, folder, name)
         return folder
+
+    def explore(self, trainer: L.Trainer, pl_module: L.LightningModule, batch: dict, folder: Path, name: str) -> None:
+        """The examples' explorer pages with the validation search, as the plots, saved and logged."""
+        batch = pl_module.transfer_batch_to_device(batch, pl_module.device, 0)
+        references = [first_reference(reference) for reference in batch["references"]]
+        was_training = pl_module.training
+        pl_module.eval()
+        try:
+            _, pages = explore_batch(pl_module, trainer.datamodule, batch, pl_module.val_search, references)
+        finally:
+            pl_module.train(was_training)
+        for i, page in enumerate(pages):
+            page["title"] = f"{name} example {i}"
+        paths = [str(path) for path in write_pages(pages, folder, "example")]
+        for logger in trainer.loggers:
+            if isinstance(logger, ExplorerLogger):
+                logger.log_explorer(pages, paths, trainer.global_step)
 
 
 def draw_attention(
@@ -122,6 +154,13 @@ def draw_attention(
         paths.append(str(path))
         rows.append([str(batch["sources"][i]), reference_text(batch["references"][i]), hypothesis])
     return figures, paths, rows
+
+
+def first_reference(reference: str | list[str]) -> str | None:
+    """The reference to teacher-force on: the one, or the first of several (captions); None when there is none."""
+    if isinstance(reference, str):
+        return reference or None
+    return reference[0] if reference else None
 
 
 def reference_text(reference: str | list[str]) -> str:

@@ -8,6 +8,7 @@ HParams session per run, so a sweep can be compared in TensorBoard's HParams tab
 
 from __future__ import annotations
 
+import io
 import logging
 import math
 import time
@@ -22,8 +23,10 @@ from lightning.fabric.utilities.logger import _convert_params
 from lightning.pytorch import loggers
 from lightning.pytorch.utilities import rank_zero_only
 from omegaconf import DictConfig, OmegaConf, open_dict
+from PIL import Image
 
 from attend.config.hydra_choices import command_line_overrides, config_choices
+from attend.explore.animation import steps_animation
 from attend.loggers.wandb_run import run_name
 from attend.ranks import in_a_sweep
 
@@ -64,6 +67,17 @@ class TensorBoardLogger(loggers.TensorBoardLogger):
         for i, fig in enumerate(figures):
             self.experiment.add_figure(f"val/attention/{i}", fig, global_step=step, close=False)
         self.experiment.add_text("val/samples", "\n\n".join(" | ".join(r) for r in rows), global_step=step)
+
+    def log_explorer(self, pages: list[dict], paths: list[str], step: int) -> None:
+        """TensorBoard shows no HTML: each page's search steps as an animated GIF (its image panel plays GIFs)."""
+        from tensorboard.compat.proto.summary_pb2 import Summary
+
+        for i, page in enumerate(pages):
+            gif = steps_animation(page)
+            width, height = Image.open(io.BytesIO(gif)).size
+            image = Summary.Image(height=height, width=width, colorspace=3, encoded_image_string=gif)
+            summary = Summary(value=[Summary.Value(tag=f"val/explorer/example_{i}", image=image)])
+            self.experiment.file_writer.add_summary(summary, global_step=step)
 
     @rank_zero_only
     def log_hyperparams(self, params: Any, metrics: dict[str, Any] | None = None, step: int | None = None) -> None:

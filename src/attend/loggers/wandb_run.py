@@ -41,6 +41,16 @@ class WandbLogger(loggers.WandbLogger):
             self.log_image(key=f"val/attention/example_{i}", images=[path], step=step)
         self.log_table(key="val/samples", columns=["source", "reference", "output"], data=rows, step=step)
 
+    def log_explorer(self, pages: list[dict], paths: list[str], step: int) -> None:
+        """Each example's explorer page as HTML media beside its plot (``inject=False``: W&B's stylesheet link would
+        be a fetch, and the page is whole without it)."""
+        import wandb
+
+        media = {}
+        for i, path in enumerate(paths):
+            media[f"val/explorer/example_{i}"] = wandb.Html(Path(path).read_text(encoding="utf-8"), inject=False)
+        self.log_metrics(media, step=step)
+
 
 def configure_wandb(cfg: DictConfig, choices: dict[str, str]) -> None:
     """Fill ``logger.wandb``'s name, tags and group where the config leaves them null, and its id

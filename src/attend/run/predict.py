@@ -13,6 +13,7 @@ from attend.config.checks import check_config
 from attend.config.errors import ConfigError
 from attend.data.audio import AudioReadError
 from attend.data.images import ImageReadError
+from attend.explore import explore_batch, write_pages
 from attend.plots import close_figure
 
 
@@ -32,11 +33,24 @@ def read_inputs(cfg: DictConfig) -> list[str]:
     return inputs
 
 
+def read_references(cfg: DictConfig, count: int) -> list[str | None]:
+    """The references to teacher-force each input on in the explorer (``references``: one per input; empty or
+    null for none), None for an input without one."""
+    references = [None if reference in (None, "") else str(reference) for reference in cfg.get("references") or []]
+    if references and len(references) != count:
+        raise ConfigError(f"references has {len(references)} entries for {count} inputs: give one per input "
+                          "(an empty string for an input without one), or none")
+    if references and not cfg.get("explore"):
+        raise ConfigError("references are teacher-forced in the explorer pages only: add explore=true")
+    return references or [None] * count
+
+
 def predict(cfg: DictConfig) -> list[str]:
     check_config(cfg)
     if isinstance(cfg.get("batch_size"), bool) or not isinstance(cfg.get("batch_size"), int) or cfg.batch_size < 1:
         raise ConfigError(f"batch_size={cfg.get('batch_size')!r}: give a whole number of inputs a batch, 1 or more")
     sources = read_inputs(cfg)
+    references = read_references(cfg, len(sources))
     run = load_run(cfg.ckpt_path, cfg)
     datamodule, model = restore(run)
     plot = instantiate(run.config.callbacks.attention_plots.plot) if cfg.get("plots") else None
@@ -46,7 +60,15 @@ def predict(cfg: DictConfig) -> list[str]:
             batch = datamodule.batch_from_sources(sources[start : start + cfg.batch_size])
         except (ImageReadError, AudioReadError) as error:
             raise ConfigError(f"cannot read an input: {error}") from error
-        outputs += model.decode(batch, model.test_search).hypotheses
+        if cfg.get("explore"):  # the same decode call, with the search's recorder: one page per input
+            hypotheses, pages = explore_batch(model, datamodule, batch, model.test_search,
+                                              references[start : start + cfg.batch_size])
+            for i, page in enumerate(pages):
+                page["title"] = f"input {start + i}"
+            write_pages(pages, Path(cfg.paths.output_dir) / "explore", "input", first=start)
+            outputs += hypotheses
+        else:
+            outputs += model.decode(batch, model.test_search).hypotheses
         if plot is not None:  # attention figures, with the validation search as during training
             folder = Path(cfg.paths.output_dir) / "attention"
             figures, _, _ = draw_attention(model, datamodule, batch, plot, folder, "input", stem="input", first=start)
@@ -56,6 +78,8 @@ def predict(cfg: DictConfig) -> list[str]:
         print(f"{source}\t{output}")
     if cfg.get("output_file"):
         Path(cfg.output_file).write_text("".join(o + "\n" for o in outputs), encoding="utf-8")
+    if cfg.get("explore"):
+        print(f"explorer pages: {Path(cfg.paths.output_dir) / 'explore'} (open input_N.html in a browser)")
     if plot is not None:
         print(f"attention plots: {Path(cfg.paths.output_dir) / 'attention'}")
     return outputs

@@ -13,7 +13,8 @@ from torch import Tensor
 from attend.memory import Memory
 from attend.search.ctc_prefix import CTCPrefixScorer
 from attend.search.pool import FinishedPool, in_input_order
-from attend.search.result import SearchResult, forbid, max_lengths
+from attend.search.recorder import SearchStep, StepRecorder
+from attend.search.result import SearchResult, decoder_log_probs, max_lengths
 from attend.search.scorer import Scorer, ScorerState
 from attend.search.state import reorder_state
 
@@ -99,10 +100,14 @@ class BeamSearch:
         return ((5.0 + lengths.float()) / 6.0) ** self.length_penalty
 
     @torch.no_grad()
-    def __call__(self, decoder, memory: Memory, bos_id: int, eos_id: int, pad_id: int, **given: Tensor) -> SearchResult:
+    def __call__(
+        self, decoder, memory: Memory, bos_id: int, eos_id: int, pad_id: int, recorder: StepRecorder | None = None,
+        **given: Tensor,
+    ) -> SearchResult:
         """The best finished hypothesis of every sentence, by length-normalised score. ``given``: the model outputs
         its scorers read (``needs``) by name, e.g. ctc_log_probs (B, S, V), the CTC head's log-probabilities over the
-        memory's frames (blank = pad id)."""
+        memory's frames (blank = pad id). ``recorder`` (optional) receives each step's live hypotheses, the decoder's
+        log-probabilities and the attention weights (``attend.search.recorder``)."""
         k = self.beam_size
         memory = decoder.prepare(memory)  # keys once per source, then tiled
         live = self._start(decoder, memory, bos_id)
@@ -116,6 +121,8 @@ class BeamSearch:
         for t in range(int(live.limits.max())):
             logits, attended, live.state = decoder.step(live.prev, live.memory, live.state)  # (b*K, V)
             vocab = logits.size(-1)
+            if recorder is not None:
+                recorder(self._step(t, live, decoder_log_probs(logits, pad_id, bos_id), attended))
             totals = self._totals(logits, live, t, bos_id, eos_id, pad_id)  # (b, K*V)
             candidates, index = totals.topk(2 * k, dim=-1)  # (b, 2K), best first
             origin, token = index // vocab, index % vocab  # (b, 2K)
@@ -168,7 +175,7 @@ class BeamSearch:
     def _totals(self, logits: Tensor, live: _Live, t: int, bos_id: int, eos_id: int, pad_id: int) -> Tensor:
         """Score (b, K*V) of every expansion: no padding or start token; no end token before the minimum
         length; only the end token at the length limit (which wins over the minimum); with scorers, the weighted sum."""
-        logp = forbid(torch.log_softmax(logits.float(), dim=-1), [pad_id, bos_id])
+        logp = decoder_log_probs(logits, pad_id, bos_id)
         logp = logp.view(-1, self.beam_size, logp.size(-1))  # (b, K, V)
         at_limit = (t + 1 >= live.limits).view(-1, 1)  # (b, 1)
         too_short = (t < live.min_tokens).view(-1, 1) & ~at_limit  # (b, 1)
@@ -199,6 +206,19 @@ class BeamSearch:
             return total.view_as(logp)
         # the end token may be twice among the candidates, with the same score: either write is right
         return torch.full_like(flat, -torch.inf).scatter_(1, torch.cat(parts, dim=1), total).view_as(logp)
+
+    def _step(self, t: int, live: _Live, logp: Tensor, attended) -> SearchStep:
+        """Step t as the recorder sees it: the live hypotheses (b, K) before they are extended."""
+        k, heads = self.beam_size, attended.head_weights  # (b*K, H, 1, S) or None
+        return SearchStep(
+            t=t,
+            sentences=live.active,
+            history=live.history,
+            scores=live.scores,
+            log_probs=logp.view(-1, k, logp.size(-1)),  # (b, K, V)
+            weights=attended.weights.view(-1, k, attended.weights.size(-1)),  # (b, K, S)
+            head_weights=None if heads is None else heads.view(-1, k, *heads.shape[1:2], heads.size(-1)),
+        )
 
     def _bound(self, scores: Tensor, limits: Tensor, t: int) -> Tensor:
         """The best normalised score (b,) a live hypothesis of log-probability ``scores`` can still reach:

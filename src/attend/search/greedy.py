@@ -9,13 +9,15 @@ from torch import Tensor
 
 from attend.attention import AttentionOutput
 from attend.memory import Memory
-from attend.search.result import SearchResult, forbid, max_lengths
+from attend.search.recorder import SearchStep, StepRecorder
+from attend.search.result import SearchResult, decoder_log_probs, max_lengths
 
 
 class GreedySearch:
     """Pick the most probable token at each step until every sentence has produced the end token.
 
-    A sentence's attention weights after its end token are zeros (as beam search returns them).
+    A sentence's attention weights after its end token are zeros (as beam search returns them). ``recorder``
+    (optional) receives each step as the search sees it (``attend.search.recorder``).
     """
 
     needs: tuple[str, ...] = ()  # model outputs it reads besides the decoder's: none (it has no scorers)
@@ -25,7 +27,9 @@ class GreedySearch:
         self.max_len_b = max_len_b
 
     @torch.no_grad()
-    def __call__(self, decoder, memory: Memory, bos_id: int, eos_id: int, pad_id: int) -> SearchResult:
+    def __call__(
+        self, decoder, memory: Memory, bos_id: int, eos_id: int, pad_id: int, recorder: StepRecorder | None = None
+    ) -> SearchResult:
         memory = decoder.prepare(memory)
         state = decoder.init_state(memory)
         batch = memory.values.size(0)
@@ -37,7 +41,9 @@ class GreedySearch:
         attended: list = []
         for t in range(int(limits.max())):
             logits, step_attended, state = decoder.step(prev, memory, state)  # (B, V), weights (B, 1, S)
-            logp = forbid(torch.log_softmax(logits.float(), dim=-1), [pad_id, bos_id])
+            logp = decoder_log_probs(logits, pad_id, bos_id)  # (B, V)
+            if recorder is not None:
+                recorder(_step(t, tokens, scores, logp, step_attended))
             best = logp.argmax(dim=-1)  # (B,)
             best = torch.where(t + 1 >= limits, torch.full_like(best, eos_id), best)
             best = torch.where(finished, torch.full_like(best, pad_id), best)
@@ -61,6 +67,22 @@ class GreedySearch:
             grid=memory.grid,
             source_lengths=memory.lengths,
         )
+
+
+def _step(t: int, tokens: list[Tensor], scores: Tensor, logp: Tensor, attended: AttentionOutput) -> SearchStep:
+    """Step t as a one-hypothesis beam: the tokens so far (B, 1, t), their scores (B, 1) and the step's outputs."""
+    batch = logp.size(0)
+    history = torch.stack(tokens, dim=1) if tokens else logp.new_empty(batch, 0, dtype=torch.long)  # (B, t)
+    heads = attended.head_weights  # (B, H, 1, S) or None
+    return SearchStep(
+        t=t,
+        sentences=torch.arange(batch, device=logp.device),
+        history=history.unsqueeze(1),
+        scores=scores.unsqueeze(1),
+        log_probs=logp.unsqueeze(1),  # (B, 1, V)
+        weights=attended.weights,  # (B, 1, S)
+        head_weights=None if heads is None else heads.transpose(1, 2),  # (B, 1, H, S)
+    )
 
 
 def _zero_after_end(attended: AttentionOutput, finished: Tensor) -> AttentionOutput:

@@ -33,6 +33,11 @@ def max_lengths(source_lengths: Tensor, max_len_a: float, max_len_b: int) -> Ten
     return (max_len_a * source_lengths.float() + max_len_b).long().clamp(min=1)  # (B,)
 
 
+def decoder_log_probs(logits: Tensor, pad_id: int, bos_id: int) -> Tensor:
+    """The decoder's log-probabilities of the next token (N, V) in float32, padding and the start token forbidden."""
+    return forbid(torch.log_softmax(logits.float(), dim=-1), [pad_id, bos_id])
+
+
 def forbid(logp: Tensor, token_ids: list[int]) -> Tensor:
     """Set the log-probability of tokens that must never be produced (padding, start) to -inf."""
     logp[..., token_ids] = -torch.inf

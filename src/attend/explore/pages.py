@@ -1,0 +1,45 @@
+"""The one call behind every explorer page (predict.py, the validation dashboard, the local server): decode a batch
+with the model's search and a ``StepLog``, and give each example's page data."""
+
+from __future__ import annotations
+
+import torch
+
+from attend.explore.forced import forced_steps
+from attend.explore.sources import page_source
+from attend.explore.steps import StepLog, search_steps
+
+
+@torch.no_grad()
+def explore_batch(model, datamodule, batch: dict, search, references: list[str | None] | None = None,
+                  title: str = "") -> tuple[list[str], list[dict]]:
+    """The batch decoded with ``search`` (predict.py's call, ``model.decode``, with a recorder) and the page data of
+    each example: source, output, every step of the search and, for a row with a reference (``references``, or
+    None), every step of teacher forcing on it. Returns (hypotheses, page data)."""
+    memory = model.encode(batch)
+    log = StepLog()
+    decoded = model.decode(batch, search, memory=memory, recorder=log)
+    tok = model.target_tokenizer
+    pages = []
+    for row, hypothesis in enumerate(decoded.hypotheses):
+        reference = (references or [None] * len(decoded.hypotheses))[row]
+        modes = {"search": search_steps(log, decoded.result, row, tok.tokens)}
+        if reference:
+            one = memory.index_select(torch.tensor([row], device=memory.values.device))
+            modes["forced"] = forced_steps(model, one, reference)
+        pages.append({
+            "title": title or f"input {row}",
+            "input": str(batch["sources"][row]),
+            "source": page_source(datamodule.readable_source(batch, row), decoded.result.grid),
+            "output": hypothesis,
+            "reference": reference,
+            "search": search_name(search),
+            "modes": modes,
+        })
+    return decoded.hypotheses, pages
+
+
+def search_name(search) -> str:
+    """How the page names the search: "beam search (K=5)" or "greedy search"."""
+    size = getattr(search, "beam_size", None)
+    return f"beam search (K={size})" if size else "greedy search"
