@@ -106,11 +106,10 @@ class AttentionPlots(L.Callback):
         was_training = pl_module.training
         pl_module.eval()
         try:
-            _, pages = explore_batch(pl_module, trainer.datamodule, batch, pl_module.val_search, references)
+            titles = [f"{name} example {i}" for i in range(len(references))]
+            _, pages = explore_batch(pl_module, trainer.datamodule, batch, pl_module.val_search, references, titles)
         finally:
             pl_module.train(was_training)
-        for i, page in enumerate(pages):
-            page["title"] = f"{name} example {i}"
         paths = [str(path) for path in write_pages(pages, folder, "example")]
         for logger in trainer.loggers:
             if isinstance(logger, ExplorerLogger):

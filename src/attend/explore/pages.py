@@ -12,10 +12,11 @@ from attend.explore.steps import StepLog, search_steps
 
 @torch.no_grad()
 def explore_batch(model, datamodule, batch: dict, search, references: list[str | None] | None = None,
-                  title: str = "") -> tuple[list[str], list[dict]]:
+                  titles: list[str] | None = None) -> tuple[list[str], list[dict]]:
     """The batch decoded with ``search`` (predict.py's call, ``model.decode``, with a recorder) and the page data of
     each example: source, output, every step of the search and, for a row with a reference (``references``, or
-    None), every step of teacher forcing on it. Returns (hypotheses, page data)."""
+    None), every step of teacher forcing on it; each page titled by ``titles`` (default "input N"). Returns
+    (hypotheses, page data)."""
     memory = model.encode(batch)
     log = StepLog()
     decoded = model.decode(batch, search, memory=memory, recorder=log)
@@ -28,18 +29,13 @@ def explore_batch(model, datamodule, batch: dict, search, references: list[str |
             one = memory.index_select(torch.tensor([row], device=memory.values.device))
             modes["forced"] = forced_steps(model, one, reference)
         pages.append({
-            "title": title or f"input {row}",
+            "title": titles[row] if titles else f"input {row}",
             "input": str(batch["sources"][row]),
             "source": page_source(datamodule.readable_source(batch, row), decoded.result.grid),
             "output": hypothesis,
             "reference": reference,
-            "search": search_name(search),
+            "search": str(search),  # "beam search (K=5)", "greedy search"
             "modes": modes,
         })
     return decoded.hypotheses, pages
 
-
-def search_name(search) -> str:
-    """How the page names the search: "beam search (K=5)" or "greedy search"."""
-    size = getattr(search, "beam_size", None)
-    return f"beam search (K={size})" if size else "greedy search"

@@ -61,7 +61,7 @@ class Explorer:
                 why = str(error.__cause__ or error).replace(source, (upload or ("",))[0] or "the file")
                 raise InputError(f"cannot read the file: {why}; pick another {self.kind} file") from error
             _, pages = explore_batch(self.model, self.datamodule, batch, self.model.test_search,
-                                     [reference.strip() or None], title="typed input")
+                                     [reference.strip() or None], ["typed input"])
         if upload is not None:
             pages[0]["input"] = upload[0]
         return explorer_page(pages[0])

@@ -61,10 +61,9 @@ def predict(cfg: DictConfig) -> list[str]:
         except (ImageReadError, AudioReadError) as error:
             raise ConfigError(f"cannot read an input: {error}") from error
         if cfg.get("explore"):  # the same decode call, with the search's recorder: one page per input
-            hypotheses, pages = explore_batch(model, datamodule, batch, model.test_search,
-                                              references[start : start + cfg.batch_size])
-            for i, page in enumerate(pages):
-                page["title"] = f"input {start + i}"
+            chunk = references[start : start + cfg.batch_size]
+            titles = [f"input {start + i}" for i in range(len(chunk))]
+            hypotheses, pages = explore_batch(model, datamodule, batch, model.test_search, chunk, titles)
             write_pages(pages, Path(cfg.paths.output_dir) / "explore", "input", first=start)
             outputs += hypotheses
         else:

@@ -90,6 +90,9 @@ class BeamSearch:
         self.scores_fall = all(self.weights[name] > 0 and not scorer.rises for name, scorer in self.scorers.items())
         self.pre_beam = math.ceil(1.5 * beam_size)  # tokens per hypothesis that a partial scorer scores
 
+    def __str__(self) -> str:
+        return f"beam search (K={self.beam_size})"
+
     @property
     def needs(self) -> tuple[str, ...]:
         """The model outputs its scorers read, by name (``ctc_log_probs`` with CTC): what ``__call__`` is given."""

@@ -26,6 +26,9 @@ class GreedySearch:
         self.max_len_a = max_len_a
         self.max_len_b = max_len_b
 
+    def __str__(self) -> str:
+        return "greedy search"
+
     @torch.no_grad()
     def __call__(
         self, decoder, memory: Memory, bos_id: int, eos_id: int, pad_id: int, recorder: StepRecorder | None = None
