@@ -10,32 +10,19 @@ import torch
 import torch.nn.functional as F
 
 from attend.attention import AdditiveAttention
-from attend.data import CharTokenizer, Spectrogram
+from attend.data import Spectrogram
 from attend.decoders import BahdanauDecoder, LuongDecoder
 from attend.memory import Memory
 from attend.metrics import CharErrorRate, Decoded, WordErrorRate
 from attend.model import Seq2Seq
 from attend.plots import close_figure, spectrogram_alignment
 from attend.search import GreedySearch
-from tests.helpers.tiny_recognizer import FrameEncoder
+from tests.helpers.tiny_recognizer import tiny_recognizer
 
 
 def make_model(ctc_weight: float) -> tuple[Seq2Seq, dict]:
-    tokenizer = CharTokenizer()
-    tokenizer.fit(["abc cab"])
-    torch.manual_seed(0)
-    decoder = BahdanauDecoder(tokenizer.vocab_size, 6, functools.partial(AdditiveAttention, hidden_dim=8),
-                              embedding_dim=8, hidden_size=12, dropout=0.0)
-    model = Seq2Seq(FrameEncoder(), decoder, {"target": tokenizer}, optimizer=torch.optim.Adam,
-                    val_search=GreedySearch(), test_search=GreedySearch(), metrics={}, ctc_weight=ctc_weight)
-    ids = [tokenizer.encode("abc"), tokenizer.encode("ca")]
-    tgt = torch.zeros(2, 5, dtype=torch.long)
-    for row, seq in enumerate(ids):
-        full = [tokenizer.bos_id, *seq, tokenizer.eos_id]
-        tgt[row, : len(full)] = torch.tensor(full)
-    batch = {"src": torch.randn(2, 9, 6), "src_lengths": torch.tensor([9, 6]), "tgt": tgt}
-    return model, batch
-
+    """The tiny recognizer (tests/helpers/tiny_recognizer.py) searching greedily."""
+    return tiny_recognizer(ctc_weight, GreedySearch())
 
 def test_ctc_loss_reads_the_targets_without_specials():
     model, batch = make_model(ctc_weight=0.3)
