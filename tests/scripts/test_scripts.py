@@ -149,3 +149,16 @@ def test_speed_perturbation_benchmark_prints_first_and_cached_starts():
     result = run("scripts/bench_speed_perturb.py", *small)
     rows = [line.split() for line in result.stdout.splitlines()[1:] if line.strip()]
     assert [row[0] for row in rows] == ["without", "speeds"] and all(float(row[-3]) > 0 for row in rows)
+
+
+def test_follow_cfg_lists_the_stops_of_evals_config_and_counts_them():
+    out = subprocess.run([sys.executable, str(ROOT / "scripts" / "follow_cfg.py")], capture_output=True, text=True,
+                         cwd=ROOT, timeout=300)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.strip().splitlines()
+    summary = re.fullmatch(r"stops (\d+) modules (\d+) turns back (\d+)", lines[-1])
+    assert summary, lines[-1]
+    stops = [line for line in lines if line.startswith("attend.")]
+    assert stops[0] == "attend.run.evaluate.evaluate" and int(summary[1]) == len(stops)
+    assert "attend.checkpoints.saved_run.load_run" in stops  # eval.py reads the checkpoint through the one function
+    assert int(summary[1]) <= 12 and int(summary[3]) <= 4  # issue 40's bounds
