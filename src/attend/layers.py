@@ -46,3 +46,26 @@ class FeedForward(nn.Sequential):
 
     def __init__(self, dim: int, hidden_dim: int, dropout: float = 0.0) -> None:
         super().__init__(nn.Linear(dim, hidden_dim), nn.ReLU(), nn.Dropout(dropout), nn.Linear(hidden_dim, dim))
+
+
+class TokenDropout(nn.Module):
+    """Word dropout (Gal and Ghahramani 2016; Sennrich and Zhang 2019, sec. 3): in training, each token's whole
+    embedding is zeroed with probability ``p`` and the kept ones scaled by 1 / (1 - p), so the model cannot lean on
+    any one token of its input; the identity in evaluation."""
+
+    def __init__(self, p: float = 0.0) -> None:
+        super().__init__()
+        if not 0.0 <= p < 1.0:
+            raise ValueError(f"word_dropout must be in [0, 1), got {p}")
+        self.p = p
+
+    def forward(self, embedded: Tensor) -> Tensor:
+        """embedded (B, S, E) -> (B, S, E), whole rows dropped."""
+        if not self.training or self.p == 0.0:
+            return embedded
+        keep = torch.empty(embedded.shape[:-1] + (1,), device=embedded.device, dtype=embedded.dtype)
+        keep.bernoulli_(1.0 - self.p)  # (B, S, 1)
+        return embedded * keep / (1.0 - self.p)
+
+    def extra_repr(self) -> str:
+        return f"p={self.p}"

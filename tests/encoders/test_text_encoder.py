@@ -44,3 +44,16 @@ def test_reverse_source_aligns_memory_with_tokens(source_batch):
     backward = backward.eval()
     flipped = reverse_padded(src, lengths)
     torch.testing.assert_close(backward(src, lengths).values[0, 0], forward(flipped, lengths).values[0, 6])
+
+
+def test_word_dropout_zeroes_whole_source_tokens_in_training_only() -> None:
+    torch.manual_seed(0)
+    encoder = TextEncoder(vocab_size=20, embedding_dim=8, hidden_size=4, dropout=0.0, word_dropout=0.5)
+    embedded = encoder.word_dropout(torch.ones(64, 50, 8))
+    dropped = (embedded == 0).all(-1)  # (B, S): whole rows or nothing
+    assert ((embedded == 0).any(-1) == dropped).all()
+    assert 0.4 < dropped.float().mean() < 0.6
+    assert torch.allclose(embedded[~dropped], torch.full_like(embedded[~dropped], 2.0))  # kept ones scaled
+    src, lengths = torch.randint(4, 20, (3, 7)), torch.tensor([7, 5, 2])
+    encoder.eval()
+    assert torch.equal(encoder(src, lengths).values, encoder(src, lengths).values)

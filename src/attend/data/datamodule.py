@@ -30,6 +30,7 @@ from attend.data.modality import ColumnTexts, Modality
 from attend.data.splitting import SPLITS
 from attend.data.store import DamagedStoreError, ExampleStore, Shard, open_store, prepared_store, source_settings
 from attend.data.store import store_folder as _store_folder
+from attend.data.tokenizers.sampling import SubwordSampler
 from attend.data.tokenizers.tokenizer import Tokenizer, states_from_text, states_to_text, tokenizer_from_state
 from attend.data.unseen import caption_set, is_unseen
 
@@ -76,7 +77,8 @@ class DataModule(L.LightningDataModule):
     def __init__(self, source, modality: Modality, tokenizer: Tokenizer, loader: Loader | dict[str, Any] | None = None,
                  max_source_len: int | None = None, max_target_len: int | None = None, seed: int = 1234,
                  cache_dir: str | os.PathLike | None = None, on_error: str = "skip", max_skip_fraction: float = 0.1,
-                 prepare_workers: int | None = None, shard_size: int | None = None) -> None:
+                 prepare_workers: int | None = None, shard_size: int | None = None,
+                 subword_sampling: float | None = None) -> None:
         super().__init__()
         self.source = source
         self.plugin = modality
@@ -85,6 +87,9 @@ class DataModule(L.LightningDataModule):
         self.loader = loader if isinstance(loader, Loader) else Loader(**dict(loader or {}))
         self.max_source_len = max_source_len
         self.max_target_len = max_target_len
+        # training pairs segmented anew each time they are drawn (SubwordSampler); None: the stored segmentation
+        self.subword_sampling = subword_sampling
+        self._subword_sampler()  # a wrong setting fails here, before any data is prepared
         self.seed = seed
         self.cache_dir = None if cache_dir is None else str(cache_dir)
         self.bad_samples = BadSamples(on_error, max_skip_fraction)
@@ -125,17 +130,25 @@ class DataModule(L.LightningDataModule):
             return
         self._open_stores()
         self.bad_samples = BadSamples(self.bad_samples.on_error, self.bad_samples.max_skip_fraction, self.splits)
+        sampler = self._subword_sampler()  # bound to the tokenizers of now: loading others runs setup again
         for split in self.splits:
             self._report_store_skips(split)
             examples = self._examples(split)
             self.datasets[split] = StoreDataset(self.records[split], self.encoded[split], examples, self.plugin,
-                                                train=split == "train")
+                                                train=split == "train",
+                                                sampler=sampler if split == "train" else None)
         sizes = ", ".join(f"{split} {len(self.datasets[split])}" for split in self.splits)
         log.info("%s: %s examples; vocabulary %d", self.plugin.unit, sizes, self.tokenizer.vocab_size)
         for split in self.splits if self.corpora else ():
             counts = self.datasets[split].corpus_counts()
             log.info("%s examples by corpus: %s", split, ", ".join(f"{name} {n}" for name, n in counts.items()))
         self.bad_samples.log_summary()
+
+    def _subword_sampler(self) -> SubwordSampler | None:
+        if self.subword_sampling is None:
+            return None
+        return SubwordSampler(self.subword_sampling, self.tokenizer, self.plugin.tokenizers().get("source"),
+                              self.max_source_len, self.max_target_len)
 
     @property
     def corpora(self) -> list[str]:

@@ -9,6 +9,7 @@ import torch
 from torch.utils.data import Dataset
 
 from attend.data.store import ExampleStore
+from attend.data.tokenizers.sampling import SubwordSampler
 
 
 def reference_offsets(encoded: ExampleStore) -> tuple[np.ndarray, np.ndarray]:
@@ -31,15 +32,17 @@ def training_examples(encoded: ExampleStore) -> tuple[np.ndarray, np.ndarray]:
 class StoreDataset(Dataset):
     """The examples of one split: ``examples`` (N, 2) holds each one's encoded-store row and which of its record's
     references is the target; rows are read from the memory-mapped stores. ``plugin.example`` gives the source side;
-    the target, ``id`` (the record's position in its split), ``source`` and ``reference`` are common."""
+    the target, ``id`` (the record's position in its split), ``source`` and ``reference`` are common. A ``sampler``
+    (training only: ``SubwordSampler``) segments the target, and a text source, anew each time an example is read."""
 
-    def __init__(self, records: ExampleStore, encoded: ExampleStore, examples: np.ndarray, plugin, train: bool
-                 ) -> None:
+    def __init__(self, records: ExampleStore, encoded: ExampleStore, examples: np.ndarray, plugin, train: bool,
+                 sampler: SubwordSampler | None = None) -> None:
         self.records = records
         self.encoded = encoded
         self.examples = np.asarray(examples, dtype=np.int64).reshape(-1, 2)
         self.plugin = plugin
         self.train = train
+        self.sampler = sampler
         self.record_rows = encoded.column("row").astype(np.int64)
         first, sizes = reference_offsets(encoded)
         self.target_sizes = sizes[first[self.examples[:, 0]] + self.examples[:, 1]] if len(self.examples) else sizes[:0]
@@ -62,6 +65,10 @@ class StoreDataset(Dataset):
             source=self.records.value(self.plugin.source_column, record_row),
             reference=references if self.plugin.several_references else references[which],
         )
+        if self.sampler is not None:
+            example["tgt"] = self.sampler.target(references[which], example["tgt"])
+            if self.sampler.source_tokenizer is not None:
+                example["src"] = self.sampler.source(example["source"], example["src"])
         if self.unseen:
             example["unseen"] = self.encoded.value("unseen", row)
         if self.corpus:

@@ -47,7 +47,7 @@ class BahdanauDecoder(RNNDecoder):
         return self._output(outputs, context, embedded), attended, state
 
     def features(self, tgt_in: Tensor, memory: Memory) -> tuple[Tensor, AttentionOutput]:
-        embedded = self.dropout(self.embedding(tgt_in))  # (B, T, E)
+        embedded = self.embed_targets(tgt_in)  # (B, T, E)
         state = self.init_state(memory)
         outputs, contexts, attended = [], [], []
         for t in range(tgt_in.size(1)):

@@ -35,6 +35,7 @@ class LuongDecoder(RNNDecoder):
         context_gate: bool = False,
         doubly_stochastic: float = 0.0,
         sampling_probability: float = 0.0,
+        word_dropout: float = 0.0,
         *,
         input_feeding: bool = True,
     ) -> None:
@@ -56,6 +57,7 @@ class LuongDecoder(RNNDecoder):
             context_gate=context_gate,
             doubly_stochastic=doubly_stochastic,
             sampling_probability=sampling_probability,
+            word_dropout=word_dropout,
         )
 
     def combine_layer(self, embedding_dim: int) -> nn.Linear:
@@ -94,7 +96,7 @@ class LuongDecoder(RNNDecoder):
     def features(self, tgt_in: Tensor, memory: Memory) -> tuple[Tensor, AttentionOutput]:
         if self.input_feeding or self.attention.init_state(memory):
             return super().features(tgt_in, memory)  # each step needs the previous one
-        embedded = self.dropout(self.embedding(tgt_in))  # (B, T, E)
+        embedded = self.embed_targets(tgt_in)  # (B, T, E)
         outputs, _ = self.run_rnn(embedded, self.init_state(memory))  # (B, T, H): one fused call
         features, attended = self._attend_and_combine(outputs, memory, {})
         return self.dropout(features), attended

@@ -9,6 +9,7 @@ from torch import Tensor, nn
 
 from attend.attention import Attention, AttentionOutput
 from attend.decoders.base import Decoder
+from attend.layers import TokenDropout
 from attend.memory import Memory
 
 RNN_TYPES = {"gru": nn.GRU, "lstm": nn.LSTM}
@@ -22,7 +23,8 @@ class RNNDecoder(Decoder):
     batch first so that search can reorder it with one generic ``index_select``. Show, Attend and
     Tell's options (Xu et al. 2015) are shared by both flows: ``context_gate`` (beta on the
     context), the LSTM cell bridged from the memory, and ``doubly_stochastic`` (``attention_penalty``).
-    ``sampling_probability`` is the sampling of Listen, Attend and Spell (Chan et al. 2016, sec. 3.3).
+    ``sampling_probability`` is the sampling of Listen, Attend and Spell (Chan et al. 2016, sec. 3.3);
+    ``word_dropout`` zeroes whole target tokens' embeddings in teacher forcing (Sennrich and Zhang 2019).
     """
 
     def __init__(
@@ -42,6 +44,7 @@ class RNNDecoder(Decoder):
         context_gate: bool = False,
         doubly_stochastic: float = 0.0,
         sampling_probability: float = 0.0,
+        word_dropout: float = 0.0,
     ) -> None:
         super().__init__()
         if rnn_type not in RNN_TYPES:
@@ -57,6 +60,7 @@ class RNNDecoder(Decoder):
         self.output_dim = output_dim or (embedding_dim if tie_embeddings else hidden_size)
         self.embedding = nn.Embedding(vocab_size, embedding_dim, padding_idx=pad_id)
         self.dropout = nn.Dropout(dropout)
+        self.word_dropout = TokenDropout(word_dropout)
         self.attention = attention(query_dim=hidden_size, value_dim=memory_dim)
         self.rnn = RNN_TYPES[rnn_type](
             self.rnn_input_size(embedding_dim, self.attention.output_dim),
@@ -147,9 +151,13 @@ class RNNDecoder(Decoder):
             attended.append(step_attended)
         return torch.stack(logits, dim=1), AttentionOutput.cat(attended)  # (B, T, V), weights (B, T, S)
 
+    def embed_targets(self, tgt_in: Tensor) -> Tensor:
+        """Teacher forcing's inputs (B, T) -> (B, T, E), whole tokens dropped in training (``word_dropout``)."""
+        return self.dropout(self.word_dropout(self.embedding(tgt_in)))
+
     def features(self, tgt_in: Tensor, memory: Memory) -> tuple[Tensor, AttentionOutput]:
         """Pre-output features of every step (B, T, O) and their attention (weights (B, T, S)); default: a step loop."""
-        embedded = self.dropout(self.embedding(tgt_in))  # (B, T, E)
+        embedded = self.embed_targets(tgt_in)  # (B, T, E)
         state = self.init_state(memory)
         features, attended = [], []
         for t in range(tgt_in.size(1)):

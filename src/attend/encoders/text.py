@@ -6,6 +6,7 @@ import torch
 from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
+from attend.layers import TokenDropout
 from attend.memory import Memory, length_mask
 
 RNN_TYPES = {"gru": nn.GRU, "lstm": nn.LSTM}
@@ -26,7 +27,8 @@ class TextEncoder(nn.Module):
 
     ``reverse_source`` feeds the tokens backwards (Sutskever et al. 2014) and flips the outputs
     back, so memory position j still belongs to source token j (plots stay readable). ``dropout`` applies
-    to the embeddings and, with ``output_dropout``, to the memory the decoder attends over.
+    to the embeddings and, with ``output_dropout``, to the memory the decoder attends over; ``word_dropout``
+    zeroes whole source tokens' embeddings (Sennrich and Zhang 2019).
     """
 
     modality = "text"
@@ -43,12 +45,14 @@ class TextEncoder(nn.Module):
         dropout: float = 0.1,
         reverse_source: bool = False,
         output_dropout: bool = True,
+        word_dropout: float = 0.0,
     ) -> None:
         super().__init__()
         if rnn_type not in RNN_TYPES:
             raise ValueError(f"encoder.rnn_type must be one of {sorted(RNN_TYPES)}, got {rnn_type!r}")
         self.embedding = nn.Embedding(vocab_size, embedding_dim, padding_idx=pad_id)
         self.dropout = nn.Dropout(dropout)
+        self.word_dropout = TokenDropout(word_dropout)
         self.rnn = RNN_TYPES[rnn_type](
             embedding_dim,
             hidden_size,
@@ -64,7 +68,7 @@ class TextEncoder(nn.Module):
     def forward(self, src: Tensor, src_lengths: Tensor) -> Memory:
         if self.reverse_source:
             src = reverse_padded(src, src_lengths)
-        embedded = self.dropout(self.embedding(src))  # (B, S, E)
+        embedded = self.dropout(self.word_dropout(self.embedding(src)))  # (B, S, E)
         packed = pack_padded_sequence(embedded, src_lengths.cpu(), batch_first=True, enforce_sorted=False)
         outputs, hidden = self.rnn(packed)
         values, _ = pad_packed_sequence(outputs, batch_first=True, total_length=src.size(1))  # (B, S, D)

@@ -80,6 +80,11 @@ class SentencePieceTokenizer(Tokenizer):
     def encode(self, text: str) -> list[int]:
         return self._sp.encode(self.normalize(text), out_type=int)
 
+    def encode_sampled(self, text: str, alpha: float) -> list[int]:
+        """Ids of one segmentation of ``text`` drawn at random (SentencePiece's ``enable_sampling``: subword
+        regularization for a unigram model, BPE-dropout for a BPE model; ``alpha`` as they define it)."""
+        return self._sp.encode(self.normalize(text), out_type=int, enable_sampling=True, alpha=alpha, nbest_size=-1)
+
     def _decode_clean(self, ids: list[int]) -> str:
         return self._sp.decode(ids)
 
