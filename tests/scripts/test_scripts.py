@@ -162,3 +162,33 @@ def test_follow_cfg_lists_the_stops_of_evals_config_and_counts_them():
     assert stops[0] == "attend.run.evaluate.evaluate" and int(summary[1]) == len(stops)
     assert "attend.checkpoints.saved_run.load_run" in stops  # eval.py reads the checkpoint through the one function
     assert int(summary[1]) <= 12 and int(summary[3]) <= 4  # issue 40's bounds
+
+
+def budget_run(folder, rates, used, total=720):
+    """A run folder as a time-budgeted train.py leaves it: csv/metrics.csv, train.log, config and summary."""
+    (folder / "csv").mkdir(parents=True)
+    lines = ["epoch,lr-AdamW,step,val/bleu", "0,,0,"] + [f"0,{rate},{step},," for step, rate in enumerate(rates)]
+    (folder / "csv" / "metrics.csv").write_text("\n".join(lines) + "\n")
+    (folder / "train.log").write_text(
+        f"[x][attend.callbacks.time_budget][INFO] - time budget: training stops at step {len(rates)} (epoch 3), "
+        f"{used} s of {total} s used, {total - used} s kept for a last validation and its checkpoints\n")
+    (folder / "config_resolved.yaml").write_text('trainer:\n  max_time: "00:00:12:00"\n')
+    (folder / "summary.json").write_text(json.dumps({"fit_seconds": used + 5}))
+    return folder
+
+
+def test_budget_check_passes_a_run_that_kept_its_budget_and_names_the_failures(tmp_path):
+    warm_then_decay = [0.001, 0.002, 0.003, 0.0025, 0.001, 0.00015]
+    good = budget_run(tmp_path / "good", warm_then_decay, used=713)
+    rising = budget_run(tmp_path / "rising", [0.001, 0.003, 0.001, 0.002, 0.0005], used=713)
+    early = budget_run(tmp_path / "early", warm_then_decay, used=690)
+    command = [sys.executable, "scripts/budget_check.py"]
+    result = subprocess.run([*command, str(good)], cwd=ROOT, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert "ok: lr peak 0.003, last 0.00015, largest rise after the peak 0;" in result.stdout
+    assert "713 s of 720 s (7 s left, at most 15); fit 718 s" in result.stdout
+    result = subprocess.run([*command, str(good), str(rising), str(early)], cwd=ROOT, capture_output=True, text=True)
+    assert result.returncode == 1
+    lines = result.stdout.splitlines()
+    assert "rising: FAILS" in lines[1] and "largest rise after the peak 0.001;" in lines[1]
+    assert "early: FAILS" in lines[2] and "(30 s left, at most 15)" in lines[2]
