@@ -89,7 +89,7 @@ def sizes_from_config(cfg: DictConfig, src_vocab: int, tgt_vocab: int) -> ModelS
         dec_hidden=dec.hidden_size,
         dec_layers=dec.num_layers,
         dec_gates=GATES[dec.rnn_type],
-        output_dim=dec.output_dim or dec.hidden_size,
+        output_dim=dec.output_dim or (dec.embedding_dim if dec.get("tie_embeddings") else dec.hidden_size),
         flow="luong" if flow == "LuongDecoder" else "bahdanau",
         input_feeding=bool(dec.get("input_feeding", False)),
         bridge=dec.init_state == "bridge",

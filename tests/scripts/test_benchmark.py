@@ -178,11 +178,13 @@ def test_flops_formula_equals_torch_flop_counter(decoder: str, attention: str, t
 def test_flops_by_hand(tmp_path) -> None:
     """The benchmark model's output layer and GRU gates, written out."""
     assert rnn_flops(tokens=10, input_size=256, hidden=512, layers=1, gates=3) == 10 * 2 * 3 * 512 * (256 + 512)
-    cfg = compose_config(["decoder=luong", "attention=additive", "decoder.hidden_size=512", "encoder.hidden_size=256"],
-                         output_dir=tmp_path)
+    model = ["decoder=luong", "attention=additive", "decoder.hidden_size=512", "encoder.hidden_size=256"]
+    cfg = compose_config([*model, "decoder.tie_embeddings=false"], output_dir=tmp_path)
     sizes = sizes_from_config(cfg, 8000, 8000)
     parts = forward_flops(sizes, torch.tensor([20, 30]), torch.tensor([21, 11]))
     assert parts["output"] == 2 * 512 * 8000 * 32
+    tied = sizes_from_config(compose_config([*model, "decoder.tie_embeddings=true"], output_dir=tmp_path), 8000, 8000)
+    assert forward_flops(tied, torch.tensor([20, 30]), torch.tensor([21, 11]))["output"] == 2 * 256 * 8000 * 32
     assert parts["embedding"] == 0
     assert parts["attention"] == 2 * 512 * 128 * 50 + 2 * 512 * 128 * 32 + (2 * 128 + 2 * 512) * (20 * 21 + 30 * 11)
 
