@@ -10,11 +10,13 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 import lightning as L
 from lightning.pytorch.utilities import rank_zero_only
 
-from attend.explore import explore_batch, write_pages
+from attend.explore import decode_and_explore, write_pages
 from attend.plots import close_figure
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
+
+    from attend.metrics.base import Decoded
 
 log = logging.getLogger(__name__)
 
@@ -84,8 +86,11 @@ class AttentionPlots(L.Callback):
         datamodule = trainer.datamodule
         batch = datamodule.example_batch(self.num_examples, split=split)
         folder = self.output_dir / "attention" / name
+        batch = pl_module.transfer_batch_to_device(batch, pl_module.device, 0)
+        # with the explorer, its decode (the same search, recording its steps) also draws the PNGs: one decode
+        decoded, pages = self.explore(pl_module, datamodule, batch, name) if self.explorer else (None, [])
         figures, paths, rows = draw_attention(
-            pl_module, datamodule, batch, self.plot, folder, name, per_head=self.per_head
+            pl_module, datamodule, batch, self.plot, folder, name, per_head=self.per_head, decoded=decoded
         )
         (folder / "samples.tsv").write_text(
             "source\treference\toutput\n" + "".join("\t".join(r) + "\n" for r in rows), encoding="utf-8"
@@ -96,42 +101,43 @@ class AttentionPlots(L.Callback):
         for fig in figures:
             close_figure(fig)
         if self.explorer:
-            self.explore(trainer, pl_module, batch, folder, name)
+            page_paths = [str(path) for path in write_pages(pages, folder, "example")]
+            for logger in trainer.loggers:
+                if isinstance(logger, ExplorerLogger):
+                    logger.log_explorer(pages, page_paths, trainer.global_step)
         return folder
 
-    def explore(self, trainer: L.Trainer, pl_module: L.LightningModule, batch: dict, folder: Path, name: str) -> None:
-        """The examples' explorer pages with the validation search, as the plots, saved and logged."""
-        batch = pl_module.transfer_batch_to_device(batch, pl_module.device, 0)
+    @staticmethod
+    def explore(pl_module: L.LightningModule, datamodule, batch: dict, name: str) -> tuple[Decoded, list[dict]]:
+        """The examples decoded with the validation search, as the plots, and their explorer pages."""
         references = [first_reference(reference) for reference in batch["references"]]
         was_training = pl_module.training
         pl_module.eval()
         try:
             titles = [f"{name} example {i}" for i in range(len(references))]
-            _, pages = explore_batch(pl_module, trainer.datamodule, batch, pl_module.val_search, references, titles)
+            return decode_and_explore(pl_module, datamodule, batch, pl_module.val_search, references, titles)
         finally:
             pl_module.train(was_training)
-        paths = [str(path) for path in write_pages(pages, folder, "example")]
-        for logger in trainer.loggers:
-            if isinstance(logger, ExplorerLogger):
-                logger.log_explorer(pages, paths, trainer.global_step)
 
 
 def draw_attention(
     pl_module: L.LightningModule, datamodule, batch: dict, plot: Callable, folder: Path, name: str,
-    stem: str = "example", first: int = 0, per_head: bool = False,
+    stem: str = "example", first: int = 0, per_head: bool = False, decoded: Decoded | None = None,
 ) -> tuple[list, list[str], list[list[str]]]:
     """Decode ``batch`` with the validation search, save one attention figure per example as
     ``folder/<stem>_<first + N>.png``; returns (figures, paths, rows of source, reference, output).
 
     Weights over an image grid reach ``plot`` as (T, h, w), over a sequence as (T, S); with
     ``per_head`` and a multi-head search result, with a leading head axis (H, T, ...). The source
-    is what ``datamodule.readable_source`` gives (tokens, an image, a spectrogram).
+    is what ``datamodule.readable_source`` gives (tokens, an image, a spectrogram). ``decoded``: the batch already
+    decoded with that search (the explorer's decode), else it is decoded here.
     """
-    batch = pl_module.transfer_batch_to_device(batch, pl_module.device, 0)
-    was_training = pl_module.training
-    pl_module.eval()
-    decoded = pl_module.decode(batch, pl_module.val_search)
-    pl_module.train(was_training)
+    if decoded is None:
+        batch = pl_module.transfer_batch_to_device(batch, pl_module.device, 0)
+        was_training = pl_module.training
+        pl_module.eval()
+        decoded = pl_module.decode(batch, pl_module.val_search)
+        pl_module.train(was_training)
     folder.mkdir(parents=True, exist_ok=True)
     result = decoded.result
     figures, paths, rows = [], [], []
