@@ -1,8 +1,10 @@
-"""Choose decoding.ctc_weight on validation: decode a speech checkpoint's validation split (or its test split) with
-joint CTC/attention beam search at several CTC weights, and with the CTC head alone, and print CER and WER of each.
+"""Choose decoding.ctc_weight and decoding.word_prior_weight on validation: decode a speech checkpoint's validation
+split (or its test split) with joint CTC/attention beam search at several CTC weights, each with the word prior
+(attend.search.WordPrior) at several weights, and with the CTC head alone, and print CER and WER of each.
 
     .venv/bin/python scripts/ctc_weight_sweep.py outputs/asr/runs/<time>/checkpoints/best.ckpt
     .venv/bin/python scripts/ctc_weight_sweep.py CKPT --weights 0 0.3 0.5 0.7 --split test --beam-size 4
+    .venv/bin/python scripts/ctc_weight_sweep.py CKPT --weights 0.3 --word-prior-weights 0 0.1 0.2 0.4
 
 The weight 0 row is the attention decoder alone in beam search; the greedy row is the attention decoder alone as
 validation decodes it (beam search without CTC and without a length penalty favours outputs that end early, so
@@ -21,6 +23,7 @@ from hydra.utils import instantiate
 from attend.checkpoints.saved_run import load_run, restore
 from attend.config.errors import ConfigError
 from attend.metrics import CharErrorRate, WordErrorRate
+from attend.search import WordPrior
 
 
 class Scores:
@@ -38,13 +41,16 @@ class Scores:
 
     def row(self, name: str) -> str:
         cer, wer = 100 * float(self.cer.compute()), 100 * float(self.wer.compute())
-        return f"{name:<24} {cer:>7.2f} {wer:>7.2f} {self.seconds:>8.1f}"
+        return f"{name:<30} {cer:>7.2f} {wer:>7.2f} {self.seconds:>8.1f}"
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("ckpt_path")
     parser.add_argument("--weights", type=float, nargs="+", default=[0.0, 0.1, 0.3, 0.5, 0.7, 0.9])
+    parser.add_argument("--word-prior-weights", type=float, nargs="+", default=[0.0],
+                        help="the word prior's weights, each tried with every CTC weight (0: off)")
+    parser.add_argument("--word-prior-language", default=None, help="default: the checkpoint's (or en)")
     parser.add_argument("--split", choices=["val", "test"], default="val")
     parser.add_argument("--beam-size", type=int, default=None, help="default: the checkpoint's test search's")
     args = parser.parse_args()
@@ -57,7 +63,15 @@ def main() -> None:
     datamodule.setup("test")
     loader = datamodule.val_dataloader() if args.split == "val" else datamodule.test_dataloader()
     beam = {"beam_size": args.beam_size} if args.beam_size is not None else {}
-    searches = {f"ctc_weight {w:g}": instantiate(config.model.test_search, ctc_weight=w, **beam) for w in args.weights}
+    language = args.word_prior_language or config.get("decoding", {}).get("word_prior_language", "en")
+    prior = WordPrior(language=language)  # one scorer for every search: its list is read once
+
+    def search(ctc_weight: float, prior_weight: float):
+        scorers = {"scorers": {"word_prior": prior}, "weights": {"word_prior": prior_weight}}
+        return instantiate(config.model.test_search, ctc_weight=ctc_weight, **scorers, **beam, _convert_="partial")
+
+    searches = {f"ctc_weight {w:g}" + (f" prior {p:g}" if p or len(args.word_prior_weights) > 1 else ""): search(w, p)
+                for w in args.weights for p in args.word_prior_weights}
     greedy = instantiate(config.model.val_search)
     ctc_alone, greedy_alone, joint = Scores(), Scores(), {name: Scores() for name in searches}
     utterances = 0
@@ -69,7 +83,7 @@ def main() -> None:
         for name, search in searches.items():
             joint[name].add(model.decode, batch, search, memory)
     print(f"{args.split} split, {utterances} utterances")
-    print(f"{'decoding':<24} {'CER %':>7} {'WER %':>7} {'seconds':>8}")
+    print(f"{'decoding':<30} {'CER %':>7} {'WER %':>7} {'seconds':>8}")
     print(ctc_alone.row("CTC head alone"))
     print(greedy_alone.row("attention alone, greedy"))
     for name, scores in joint.items():

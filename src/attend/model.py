@@ -157,9 +157,12 @@ class Seq2Seq(L.LightningModule):
     def decode(self, batch: dict, search: Callable, memory=None, recorder=None) -> Decoded:
         """Decode a batch with ``search``: the batch, the search's result and its detokenised texts. The search gets
         the model outputs its scorers read (``search.needs``: the CTC head's log-probabilities for joint
-        CTC/attention beam search) and, when given, a ``recorder`` of its steps (``attend.search.StepRecorder``)."""
+        CTC/attention beam search) and, when given, a ``recorder`` of its steps (``attend.search.StepRecorder``). A
+        search with ``bind`` (beam search) first gives its scorers the target vocabulary (a word prior reads it)."""
         tok = self.target_tokenizer
         memory = self.encode(batch) if memory is None else memory  # evaluation passes the one it encoded
+        if hasattr(search, "bind"):
+            search.bind(tok)
         given = self.search_inputs(search.needs, memory)
         if recorder is not None:  # only then: a search without the hook is still a search
             given["recorder"] = recorder

@@ -46,9 +46,16 @@ def test_asr_train_then_evaluate_and_transcribe_audio_files(tmp_path):
     runs = list((train_dir / "wandb").glob("offline-run-*"))
     assert len(runs) == 1 and pngs(runs[0] / "files" / "media" / "images")  # alignment plots reach W&B
 
-    sweep = run("scripts/ctc_weight_sweep.py", str(best), "--weights", "0", "0.5", "--split", "test")
-    rows = [line.split()[0:2] for line in sweep.stdout.splitlines() if line.startswith(("CTC", "attention", "ctc_"))]
-    assert rows == [["CTC", "head"], ["attention", "alone,"], ["ctc_weight", "0"], ["ctc_weight", "0.5"]]
+    sweep = run("scripts/ctc_weight_sweep.py", str(best), "--weights", "0", "0.5", "--word-prior-weights", "0", "0.3",
+                "--split", "test")
+    rows = [line.split()[0:4] for line in sweep.stdout.splitlines() if line.startswith(("CTC", "attention", "ctc_"))]
+    assert [row[:2] for row in rows[:2]] == [["CTC", "head"], ["attention", "alone,"]]
+    assert [row[1::2] for row in rows[2:]] == [["0", "0"], ["0", "0.3"], ["0.5", "0"], ["0.5", "0.3"]]  # each pair
+
+    # the test search with the word prior (a checkpoint saved with it off), through eval.py's decoding options
+    result = run("eval.py", f"ckpt_path={best}", "num_plots=0", "decoding.word_prior_weight=0.5",
+                 f"hydra.run.dir={eval_dir / 'prior'}")
+    assert ASR_METRICS <= set(json.loads((eval_dir / "prior" / "test_metrics.json").read_text()))
 
     result = run("eval.py", f"ckpt_path={best}", "num_plots=2", f"hydra.run.dir={eval_dir}")
     assert ASR_METRICS <= set(json.loads((eval_dir / "test_metrics.json").read_text()))

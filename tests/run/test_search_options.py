@@ -58,3 +58,19 @@ def test_predict_decodes_with_the_options_given_and_refuses_the_old_spelling(tmp
 def test_eval_refuses_the_old_spelling_before_it_decodes(tmp_path):
     with pytest.raises(ConfigError, match="beam_size=2 is now decoding.beam_size=2"):
         evaluate(eval_config(DATES, tmp_path / "eval", ["beam_size=2", f"paths.cache_dir={tmp_path / 'cache'}"]))
+
+
+@pytest.mark.parametrize("name", ["eval", "predict"])
+def test_the_word_prior_is_set_with_its_scorer_since_older_checkpoints_have_neither(name, tmp_path):
+    cfg = composed(name, tmp_path, ["decoding.word_prior_weight=0.3"])
+    assert search_overrides(cfg, SAVED) == {
+        "model.test_search.scorers.word_prior": {"_target_": "attend.search.WordPrior", "language": "en"},
+        "model.test_search.weights.word_prior": 0.3,
+    }
+    cfg = composed(name, tmp_path, ["decoding.word_prior_language=fr"])  # the weight stays the checkpoint's (0)
+    assert search_overrides(cfg, SAVED)["model.test_search.weights.word_prior"] == 0.0
+    with pytest.raises(ConfigError, match=r"^decoding.word_prior_weight=-1 is out of range"):
+        search_overrides(composed(name, tmp_path, ["decoding.word_prior_weight=-1"]), SAVED)
+    greedy = {**SAVED, "model": {**SAVED["model"], "test_search": {"_target_": "attend.search.GreedySearch"}}}
+    with pytest.raises(ConfigError, match="applies to beam search.*decoding.beam_size=5"):
+        search_overrides(composed(name, tmp_path, ["decoding.word_prior_weight=0.3"]), greedy)

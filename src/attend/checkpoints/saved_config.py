@@ -89,9 +89,33 @@ def search_overrides(cfg: DictConfig, saved: dict | None = None) -> dict:
     if saved is not None:
         check_search_against_model(given, saved)
     overrides = {f"model.test_search.{key}": value for key, value in given.items()}
+    overrides.update(word_prior_overrides(decoding, saved, beam="beam_size" in given))
     if "beam_size" in given:
         overrides["model.test_search._target_"] = "attend.search.BeamSearch"
     return overrides
+
+
+def word_prior_overrides(decoding, saved: dict | None, beam: bool) -> dict:
+    """The word prior's scorer and weight (``decoding.word_prior_weight``, ``decoding.word_prior_language``; null
+    keeps the checkpoint's own) as test-search keys: both the scorer and its weight, since a checkpoint saved before
+    the prior has neither. Beam search only; the weight is at least 0."""
+    weight, language = decoding.get("word_prior_weight"), decoding.get("word_prior_language")
+    if weight is None and language is None:
+        return {}
+    if weight is not None and (isinstance(weight, bool) or not isinstance(weight, int | float) or weight < 0):
+        raise ConfigError(f"decoding.word_prior_weight={weight!r} is out of range: give a number of at least 0, or "
+                          "drop decoding.word_prior_weight")
+    search = ((saved or {}).get("model") or {}).get("test_search") or {}
+    if saved is not None and not beam and search.get("_target_") != "attend.search.BeamSearch":
+        raise ConfigError("decoding.word_prior_weight applies to beam search, and this checkpoint tests with greedy "
+                          "search: add decoding.beam_size=5 (say) to search with a beam")
+    saved_prior = (search.get("scorers") or {}).get("word_prior") or {}
+    saved_weight = (search.get("weights") or {}).get("word_prior", 0.0)
+    return {
+        "model.test_search.scorers.word_prior": {"_target_": "attend.search.WordPrior",
+                                                 "language": language or saved_prior.get("language", "en")},
+        "model.test_search.weights.word_prior": saved_weight if weight is None else float(weight),
+    }
 
 
 def check_search_against_model(given: dict, saved: dict) -> None:

@@ -93,6 +93,11 @@ class BeamSearch:
     def __str__(self) -> str:
         return f"beam search (K={self.beam_size})"
 
+    def bind(self, tokenizer) -> None:
+        """Give the scorers that count the target vocabulary (``Scorer.bind``): ``Seq2Seq.decode`` calls it."""
+        for scorer in self.scorers.values():
+            scorer.bind(tokenizer)
+
     @property
     def needs(self) -> tuple[str, ...]:
         """The model outputs its scorers read, by name (``ctc_log_probs`` with CTC): what ``__call__`` is given."""

@@ -40,6 +40,11 @@ class Scorer(ABC):
     partial: bool = False
     rises: bool = False
 
+    def bind(self, tokenizer) -> None:
+        """Read the target vocabulary before a search (``Seq2Seq.decode`` calls it, each time; a scorer that reads
+        tokens as text, a word prior, maps ids to characters here once). Most scorers need nothing."""
+        return None
+
     @abstractmethod
     def start(
         self, given: Tensor | None, memory: Memory, beam_size: int, bos_id: int, eos_id: int, pad_id: int
