@@ -51,7 +51,8 @@ def check(run: Path, slack: float) -> tuple[bool, str]:
     if not stops:
         return False, f"{run}: no time-budget stop in train.log (trainer.max_time {budget}): did it end on max_epochs?"
     step, epoch, used, total = (int(value) for value in stops[-1])
-    fit = json.loads((run / "summary.json").read_text()).get("fit_seconds") if (run / "summary.json").is_file() else None
+    summary = run / "summary.json"
+    fit = json.loads(summary.read_text()).get("fit_seconds") if summary.is_file() else None
     ok = rise == 0.0 and total - used <= slack
     verdict = "ok" if ok else "FAILS"
     return ok, (f"{run}: {verdict}: lr peak {max(rates):.3g}, last {rates[-1]:.3g}, largest rise after the peak "

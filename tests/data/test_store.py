@@ -192,3 +192,37 @@ def test_temporary_files_of_a_killed_preparation_are_removed(tmp_path: Path) -> 
         path.write_bytes(b"x" * 1000)  # what a killed worker leaves
     store = prepared_store(folder, range(50), prepare, shard_size=16)
     assert rows(store) == expected_rows(range(50)) and not any(path.exists() for path in leftovers)
+
+
+FORK_AFTER_THREADS = """
+import sys
+from pathlib import Path
+import pyarrow as pa
+import torch
+from attend.data.store import Shard, prepared_store
+
+torch.set_num_threads(2)
+torch.ones(4_000_000).mul(2).sum()  # the parent's OpenMP threads start, as a model built before the features does
+
+
+def prepare(rows, first):
+    total = float((torch.ones(4_000_000) * 2).sum())  # one parallel-sized operation in the forked worker
+    return Shard({"v": pa.array([total] * len(rows)), "threads": pa.array([torch.get_num_threads()] * len(rows))})
+
+
+store = prepared_store(Path(sys.argv[1]), range(8), prepare, shard_size=2, workers=2)
+print(len(store), sorted(set(store.column("threads").tolist())))
+"""
+
+
+def test_forked_workers_run_one_torch_thread_after_the_parent_used_two(tmp_path):
+    """A worker forked once the parent has run a parallel operation would wait forever at its own first one
+    (libgomp's pool does not survive a fork): the workers run one thread each. In a subprocess, with a timeout, so
+    a regression fails instead of hanging the suite."""
+    import subprocess
+    import sys
+
+    result = subprocess.run([sys.executable, "-c", FORK_AFTER_THREADS, str(tmp_path / "store")], capture_output=True,
+                            text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.split("\n")[0] == "8 [1]"

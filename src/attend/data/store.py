@@ -22,6 +22,7 @@ import multiprocessing
 import os
 import pickle
 import shutil
+import sys
 import tempfile
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
@@ -375,6 +376,15 @@ def _entry(path: Path, rows: int, first: int | None, items: int) -> dict[str, An
     return {"file": path.name, "rows": rows, "bytes": path.stat().st_size, "first": first, "items": items}
 
 
+def _one_torch_thread() -> None:
+    """A forked worker runs one torch thread for its life, as DataLoader workers do: each worker takes a core, and
+    the parent's OpenMP thread pool does not survive the fork (libgomp waits forever at the worker's first parallel
+    operation once the parent has run one: a first start that hung preparing Whisper's features)."""
+    torch = sys.modules.get("torch")  # the store itself needs no torch
+    if torch is not None:
+        torch.set_num_threads(1)
+
+
 def _prepare_in_worker(job: tuple[int, int, list[Any]]) -> Written:
     number, first, chunk = job
     prepare, folder = _JOB  # type: ignore[misc]
@@ -412,7 +422,8 @@ def _build(folder: Path, items: Iterable[Any], prepare: Callable[[list[Any], int
         gc.collect()  # give what the caller freed (a tokenizer's training texts) back, or every forked worker counts it
         with suppress(OSError, AttributeError):
             ctypes.CDLL("libc.so.6").malloc_trim(0)
-        pool = ProcessPoolExecutor(min(workers, len(ahead)), mp_context=multiprocessing.get_context("fork"))
+        pool = ProcessPoolExecutor(min(workers, len(ahead)), mp_context=multiprocessing.get_context("fork"),
+                                   initializer=_one_torch_thread)
     try:
         pending: dict[Future, int] = {}
         for number, first, chunk in itertools.chain(ahead, jobs):

@@ -165,7 +165,7 @@ class WordPriorState(ScorerState):
     def advance(self, rows: Tensor, tokens: Tensor, keep: Tensor | None) -> None:
         table, characters = self.prior.table, self.prior.characters
         moved = []
-        for row, token in zip(rows.tolist(), tokens.tolist()):
+        for row, token in zip(rows.tolist(), tokens.tolist(), strict=True):
             prefix, char = self.prefixes[row], characters[token]
             if char is None or char == " ":
                 moved.append("")  # a word ended (or the output did): the next word starts

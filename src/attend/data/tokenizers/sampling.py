@@ -24,7 +24,8 @@ class SubwordSampler:
             if tokenizer is not None and not isinstance(tokenizer, SentencePieceTokenizer):
                 raise ConfigError(
                     f"data.subword_sampling samples SentencePiece segmentations, but {role} is a "
-                    f"{type(tokenizer).__name__}: use attend.data.SentencePieceTokenizer or set data.subword_sampling=null"
+                    f"{type(tokenizer).__name__}: use attend.data.SentencePieceTokenizer or set "
+                    "data.subword_sampling=null"
                 )
         self.alpha = alpha
         self.target_tokenizer = target
