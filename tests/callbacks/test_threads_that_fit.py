@@ -82,6 +82,20 @@ def test_a_machine_that_becomes_busy_is_measured_again_at_once_and_gets_one_thre
     assert callback.chosen == 1 and callback.measurements == 2 and module.logged[-10:] == [1.0] * 10
 
 
+def test_a_stall_that_measuring_again_does_not_confirm_is_answered_in_the_log(machine, caplog):
+    """Slow steps at two threads start a measurement; when two threads still win (the steps were slow for another
+    reason: longer utterances, a validation), the log says so, so that "measuring again" never goes unanswered."""
+    callback, module = started(), Module()
+    train(callback, machine, module, 2 + 8 + 10)
+    machine.cost = {1: 2.0, 2: 1.0}  # both counts slower, two threads still the faster
+    with caplog.at_level("INFO", logger=threads_module.log.name):
+        train(callback, machine, module, 4 + 8 + 2)
+    said = [record.getMessage() for record in caplog.records if record.levelname == "INFO"]
+    assert said[0].startswith("threads: steps at 2 thread(s) are 2.0 times slower than measured; measuring again")
+    assert said[1] == "threads: 2 (measured 1: 0 tok/s, 2: 1 tok/s)" and len(said) == 2
+    assert callback.chosen == 2 and callback.measurements == 2
+
+
 def test_it_measures_again_after_every_seconds_and_goes_back_when_the_machine_is_quiet(machine):
     callback, module = started(every_seconds=100.0), Module()
     machine.cost = {1: 1.0, 2: 3.0}

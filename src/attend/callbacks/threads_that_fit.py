@@ -55,6 +55,7 @@ class ThreadsThatFit(L.Callback):
         self.last: float | None = None
         self.steps_seen = 0
         self.measurements = 0
+        self.after_stall = False  # the measurement under way was started by a stall (its result is then told)
 
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         self.active = (self.auto and budget_seconds(trainer) is not None and trainer.world_size == 1
@@ -115,6 +116,7 @@ class ThreadsThatFit(L.Callback):
         stalled = (len(self.recent) >= self.probe_steps
                    and statistics.median(self.recent) > self.stall_ratio * self.chosen_cost)
         if stalled:
+            self.after_stall = True
             log.info("threads: steps at %d thread(s) are %.1f times slower than measured; measuring again",
                      self.chosen, statistics.median(self.recent) / self.chosen_cost)
         return stalled
@@ -131,6 +133,9 @@ class ThreadsThatFit(L.Callback):
         self.measured_at, self.recent = time.monotonic(), []
         self.measurements += 1
         rates = ", ".join(f"{count}: {1 / cost:,.0f} tok/s" for count, cost in sorted(medians.items()))
-        level = logging.INFO if self.chosen != previous or self.measurements == 1 else logging.DEBUG
-        log.log(level, "threads: %d (measured %s)", self.chosen, rates)
+        # the first result, a change and the answer to a "measuring again" are told; a routine look that changes
+        # nothing is a debug line
+        told = self.chosen != previous or self.measurements == 1 or self.after_stall
+        log.log(logging.INFO if told else logging.DEBUG, "threads: %d (measured %s)", self.chosen, rates)
+        self.after_stall = False
         torch.set_num_threads(self.chosen)
