@@ -19,6 +19,7 @@ import torch
 from torch import Tensor
 
 from attend.config.errors import ConfigError
+from attend.data.tokenizers.tokenizer import SPECIAL_TOKENS
 from attend.memory import Memory
 from attend.search.scorer import Scorer, ScorerState
 
@@ -95,8 +96,8 @@ def prefix_table(language: str, wordlist: str, alphabet: str, max_words: int | N
 class WordPrior(Scorer):
     """The word prior as a beam-search scorer, by its name in ``search.scorers`` (weight in ``search.weights``):
     the gain of a character is log P(character | the current word's prefix); of a space or the end token, log P(the
-    word ends | its prefix) (a space right after a space, or at the start, is log P of an empty word: -inf unless
-    backed off). An output character no listed word has (a digit) is as rare as the rarest listed one.
+    word ends | its prefix) (a space right after a space, or at the start, ends an empty word: only the backoff's
+    share). An output character no listed word has (a digit) is as rare as the rarest listed one.
 
     ``language`` and ``wordlist`` pick wordfreq's list; ``max_words`` keeps the most frequent (null: all);
     ``backoff`` is the background's share in every prefix the list knows. ``bind`` maps the target vocabulary's ids
@@ -116,9 +117,10 @@ class WordPrior(Scorer):
         self._bound_to: tuple | None = None
 
     def bind(self, tokenizer) -> None:
-        """Read the target vocabulary: one character per id (the four specials None). Built once per vocabulary."""
+        """Read the target vocabulary: one character per id (the specials None). Built once per vocabulary."""
         ids = range(tokenizer.vocab_size)
-        characters: list[str | None] = [None if i < 4 else tokenizer.decode([i]) or " " for i in ids]
+        # a lone space decodes to "" where a tokenizer strips its output: read that as the space
+        characters: list[str | None] = [None if i < len(SPECIAL_TOKENS) else tokenizer.decode([i]) or " " for i in ids]
         if tuple(characters) == self._bound_to:
             return
         longer = [c for c in characters if c is not None and len(c) != 1]
