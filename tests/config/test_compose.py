@@ -55,3 +55,20 @@ def test_eval_and_predict_configs_compose_for_a_checkpoint(name, tmp_path):
 def test_an_unknown_choice_is_hydras_error_naming_it():
     with pytest.raises(HydraException, match="attention/nope"):
         compose_config(["attention=nope"], output_dir="/unused")
+
+
+def test_a_temporary_run_folder_is_removed_at_exit_unless_something_was_written_there(tmp_path):
+    """compose_config without an output folder makes a temporary one: a process that wrote nothing there leaves no
+    empty folder behind in /tmp; one that wrote keeps its files."""
+    import subprocess
+    import sys
+
+    script = ("import sys\nfrom attend.config.compose import compose_config\n"
+              "empty, written = compose_config().paths.output_dir, compose_config().paths.output_dir\n"
+              "open(written + '/kept.txt', 'w').write('x')\nprint(empty)\nprint(written)\n")
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    empty, written = (Path(line) for line in result.stdout.split())
+    assert not empty.exists() and (written / "kept.txt").is_file()
+    (written / "kept.txt").unlink()
+    written.rmdir()

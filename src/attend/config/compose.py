@@ -3,6 +3,9 @@ scripts and benchmarks build one (``compose_config``)."""
 
 from __future__ import annotations
 
+import atexit
+import contextlib
+import os
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -13,6 +16,19 @@ from omegaconf import DictConfig, open_dict
 # the checkout: src/attend/config/compose.py -> the folder holding conf/ and train.py
 ROOT = Path(__file__).resolve().parents[3]
 CONF_DIR = ROOT / "conf"
+
+
+def temporary_output_dir(config_name: str) -> str:
+    """A new temporary run folder, removed when the process ends if nothing was written there (most callers, a
+    script that reads a config, write nothing: one empty folder per call piled up in /tmp)."""
+    folder = tempfile.mkdtemp(prefix=f"attend-{config_name}-")
+    atexit.register(_remove_if_empty, folder)
+    return folder
+
+
+def _remove_if_empty(folder: str) -> None:
+    with contextlib.suppress(OSError):  # not empty (a caller wrote there: kept), or already gone
+        os.rmdir(folder)
 
 
 def compose_config(overrides: Sequence[str] = (), config_name: str = "train", output_dir: str | Path | None = None,
@@ -27,7 +43,7 @@ def compose_config(overrides: Sequence[str] = (), config_name: str = "train", ou
     if "paths.root_dir" not in given:
         cfg.paths.root_dir = str(ROOT)
     if "paths.output_dir" not in given:
-        cfg.paths.output_dir = str(output_dir or tempfile.mkdtemp(prefix=f"attend-{config_name}-"))
+        cfg.paths.output_dir = str(output_dir or temporary_output_dir(config_name))
     if not keep_hydra:
         with open_dict(cfg):
             cfg.pop("hydra")
