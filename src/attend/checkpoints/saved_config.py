@@ -54,6 +54,8 @@ FROM_GIVEN = ("on_error", "max_skip_fraction")  # data options taken from the da
 # (ctc_weight is at most 1 too); given at the top level (beam_size=5, their spelling before) they are refused
 SEARCH_OPTIONS = {"beam_size": 1, "length_penalty": 0.0, "min_len_ratio": 0.0, "max_len_a": 0.0, "max_len_b": 0,
                   "ctc_weight": 0.0}
+# the numbers eval.py and predict.py check, those options and the word prior's weight (a new option: no old spelling)
+NUMBER_OPTIONS = {**SEARCH_OPTIONS, "word_prior_weight": 0.0}
 BEAM_ONLY = ("beam_size", "length_penalty", "min_len_ratio", "ctc_weight")  # options GreedySearch does not take
 
 
@@ -79,32 +81,29 @@ def search_overrides(cfg: DictConfig, saved: dict | None = None) -> dict:
     if old:
         raise ConfigError("the search options are spelt decoding.<name>, as train.py's: " + "; ".join(old))
     decoding = cfg.get("decoding") or {}
-    given = {key: decoding[key] for key in SEARCH_OPTIONS if decoding.get(key) is not None}
+    given = {key: decoding[key] for key in NUMBER_OPTIONS if decoding.get(key) is not None}
     for key, value in given.items():
-        lowest = SEARCH_OPTIONS[key]
+        lowest = NUMBER_OPTIONS[key]
         if isinstance(value, bool) or not isinstance(value, int | float) or value < lowest or (
                 key == "ctc_weight" and value > 1):
             raise ConfigError(f"decoding.{key}={value!r} is out of range: give a number of at least {lowest:g}"
                               + (" and at most 1" if key == "ctc_weight" else "") + f", or drop decoding.{key}")
     if saved is not None:
         check_search_against_model(given, saved)
-    overrides = {f"model.test_search.{key}": value for key, value in given.items()}
-    overrides.update(word_prior_overrides(decoding, saved, beam="beam_size" in given))
+    overrides = {f"model.test_search.{key}": value for key, value in given.items() if key in SEARCH_OPTIONS}
+    overrides.update(word_prior_overrides(given.get("word_prior_weight"), decoding.get("word_prior_language"), saved,
+                                          beam="beam_size" in given))
     if "beam_size" in given:
         overrides["model.test_search._target_"] = "attend.search.BeamSearch"
     return overrides
 
 
-def word_prior_overrides(decoding, saved: dict | None, beam: bool) -> dict:
-    """The word prior's scorer and weight (``decoding.word_prior_weight``, ``decoding.word_prior_language``; null
-    keeps the checkpoint's own) as test-search keys: both the scorer and its weight, since a checkpoint saved before
-    the prior has neither. Beam search only; the weight is at least 0."""
-    weight, language = decoding.get("word_prior_weight"), decoding.get("word_prior_language")
+def word_prior_overrides(weight: float | None, language: str | None, saved: dict | None, beam: bool) -> dict:
+    """The word prior's scorer and weight (``decoding.word_prior_weight``, checked by ``search_overrides``, and
+    ``decoding.word_prior_language``; null keeps the checkpoint's own) as test-search keys: both the scorer and its
+    weight, since a checkpoint saved before the prior has neither. Beam search only."""
     if weight is None and language is None:
         return {}
-    if weight is not None and (isinstance(weight, bool) or not isinstance(weight, int | float) or weight < 0):
-        raise ConfigError(f"decoding.word_prior_weight={weight!r} is out of range: give a number of at least 0, or "
-                          "drop decoding.word_prior_weight")
     search = ((saved or {}).get("model") or {}).get("test_search") or {}
     if saved is not None and not beam and search.get("_target_") != "attend.search.BeamSearch":
         raise ConfigError("decoding.word_prior_weight applies to beam search, and this checkpoint tests with greedy "

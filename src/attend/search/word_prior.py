@@ -114,22 +114,22 @@ class WordPrior(Scorer):
         self.language, self.wordlist, self.max_words, self.backoff = language, wordlist, max_words, backoff
         self.table: WordPrefixTable | None = None
         self.characters: list[str | None] | None = None  # by token id: its character, None for specials
-        self._bound_to: tuple | None = None
+        self._bound_to = None  # the tokenizer read last: decode binds before every batch, this reads it once
 
     def bind(self, tokenizer) -> None:
-        """Read the target vocabulary: one character per id (the specials None). Built once per vocabulary."""
+        """Read the target vocabulary: one character per id (the specials None). Once per tokenizer."""
+        if tokenizer is self._bound_to:
+            return
         ids = range(tokenizer.vocab_size)
         # a lone space decodes to "" where a tokenizer strips its output: read that as the space
         characters: list[str | None] = [None if i < len(SPECIAL_TOKENS) else tokenizer.decode([i]) or " " for i in ids]
-        if tuple(characters) == self._bound_to:
-            return
         longer = [c for c in characters if c is not None and len(c) != 1]
         if longer:
             raise ConfigError(f"the word prior reads one character per token, and this vocabulary has pieces like "
                               f"{longer[:3]}: use it with a character tokenizer (data.tokenizer: CharTokenizer)")
         alphabet = "".join(sorted({c for c in characters if c is not None and c != " "}))
         self.table = prefix_table(self.language, self.wordlist, alphabet, self.max_words)
-        self.characters, self._bound_to = characters, tuple(characters)
+        self.characters, self._bound_to = characters, tokenizer
 
     def start(self, given, memory: Memory, beam_size: int, bos_id: int, eos_id: int, pad_id: int) -> ScorerState:
         if self.table is None or self.characters is None:
