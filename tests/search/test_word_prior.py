@@ -136,3 +136,15 @@ def test_the_real_english_list_knows_how_words_are_spelt():
     assert log_prob("september") > log_prob("sectember") + 3
     with pytest.raises(ConfigError, match="no 'large' word list for language 'xx'"):
         WordPrior(language="xx").bind(tokenizer)
+
+
+def test_a_bad_prior_setting_stops_train_py_at_start_up_not_after_training(tmp_path):
+    """The language and the vocabulary are checked with the config, before any data or training."""
+    from attend.config.checks import check_config
+    from attend.config.compose import compose_config
+
+    check_config(compose_config(["task=asr"], output_dir=tmp_path))  # the recipe's prior passes
+    with pytest.raises(ConfigError, match="no 'large' word list for language 'xx'"):
+        check_config(compose_config(["task=asr", "decoding.word_prior_language=xx"], output_dir=tmp_path))
+    with pytest.raises(ConfigError, match="needs character outputs.*SentencePieceTokenizer"):
+        check_config(compose_config(["decoding.word_prior_weight=0.3"], output_dir=tmp_path))  # task=mt

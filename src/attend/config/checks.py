@@ -40,6 +40,7 @@ def check_config(cfg: DictConfig) -> None:
         check_options(cfg, group)
     if isinstance(cfg.get("decoding"), DictConfig) and isinstance(cfg.get("model"), DictConfig):
         check_ctc_decoding(cfg)
+        check_word_prior(cfg)
     if isinstance(cfg.get("model"), DictConfig):
         check_init_from(cfg)
         check_loss_weights(cfg.model)
@@ -125,6 +126,28 @@ def check_ctc_decoding(cfg: DictConfig) -> None:
     if isinstance(decoded, int | float) and decoded > 0 and isinstance(trained, int | float) and trained == 0:
         raise ConfigError(f"decoding.ctc_weight={decoded} decodes with the CTC head, but model.ctc_weight=0 trains "
                           "none: set model.ctc_weight > 0 (0.3, say), or decoding.ctc_weight=0")
+
+
+def check_word_prior(cfg: DictConfig) -> None:
+    """A test search with the word prior (weight > 0) reads wordfreq's list of its language and needs a character
+    vocabulary: both refused here rather than at the first test batch, after the whole training."""
+    weight = OmegaConf.select(cfg, "model.test_search.weights.word_prior", default=0.0)
+    if not isinstance(weight, int | float) or weight == 0:
+        return
+    if weight < 0:
+        raise ConfigError(f"decoding.word_prior_weight={weight} is below 0: set 0.3, say, or 0 (off)")
+    tokenizer = str(OmegaConf.select(cfg, "data.tokenizer._target_", default=""))
+    if not tokenizer.endswith("CharTokenizer"):
+        raise ConfigError(f"decoding.word_prior_weight={weight} needs character outputs, and data.tokenizer is "
+                          f"{tokenizer or 'not set'}: use attend.data.CharTokenizer, or decoding.word_prior_weight=0")
+    language = OmegaConf.select(cfg, "model.test_search.scorers.word_prior.language", default="en")
+    try:
+        import wordfreq
+    except ImportError:
+        return  # the prior's own bind names the package to install
+    if language not in wordfreq.available_languages("large"):
+        raise ConfigError(f"wordfreq has no 'large' word list for language {language!r}: set "
+                          "decoding.word_prior_language to one it lists, e.g. en or fr")
 
 
 # model options with a valid range: lowest, highest, whether each end is allowed, and an example to set
