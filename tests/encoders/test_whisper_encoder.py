@@ -14,6 +14,7 @@ import torch
 from attend.builder import share_frozen_features
 from attend.data import LogMelFrontEnd, SpecAugment, WhisperLogMel
 from attend.data.audio import JsonlManifest
+from attend.data.audio.frozen_features import stored_features
 from attend.encoders import WeightsError, whisper_weights
 from attend.encoders.whisper import FrozenWhisper, WhisperEncoder
 from attend.encoders.whisper_weights import load_whisper_encoder, model_folder, read_variables
@@ -267,11 +268,29 @@ def test_fine_tuned_blocks_read_the_lower_blocks_outputs(tmp_path, counted):
     torch.testing.assert_close(from_store, from_mel, atol=0.02, rtol=0.01)
 
 
-def test_spec_augment_with_stored_outputs_is_refused_in_one_line(tmp_path, frozen):
-    dm = whisper_datamodule(tmp_path, spec_augment=SpecAugment())
-    with pytest.raises(ValueError, match="data.modality.spec_augment=null") as error:
-        share_frozen_features(frozen, dm)
-    assert "\n" not in str(error.value)
+def test_spec_augment_masks_the_stored_outputs_of_training_examples_only(tmp_path, frozen, counted):
+    """With stored outputs SpecAugment masks them, (S, 384), afresh each time a training example is read; the store
+    itself and evaluation examples stay as computed."""
+    masks = SpecAugment(freq_mask_param=100, num_freq_masks=1, time_mask_param=10, num_time_masks=1,
+                        max_time_ratio=0.3)
+    dm = whisper_datamodule(tmp_path, spec_augment=masks)
+    share_frozen_features(frozen, dm)
+    assert len(counted) == 8  # still computed once per utterance
+    store = dm.plugin.features[dm.encoded["train"].folder.name]
+    plain = stored_features(store, 1)  # 1.1 s: 55 positions
+    torch.manual_seed(0)
+    draws = [dm.datasets["train"][1]["src"] for _ in range(10)]
+    assert all(d.shape == plain.shape == (55, 384) for d in draws)
+    zero_rows = [int((d == 0).all(dim=1).sum()) for d in draws]
+    zero_columns = [int((d == 0).all(dim=0).sum()) for d in draws]
+    assert 0 < max(zero_rows) <= 16 and 0 < max(zero_columns) <= 100  # at most 0.3 x 55 positions, 100 channels
+    assert len({tuple(d.eq(0).all(dim=1).tolist()) for d in draws}) > 1  # drawn anew each read
+    for d in draws:  # what is not masked is the stored output
+        kept = d != 0
+        assert torch.equal(d[kept], plain[kept])
+    assert torch.equal(stored_features(store, 1), plain)
+    val_store = dm.plugin.features[dm.encoded["val"].folder.name]
+    assert torch.equal(dm.datasets["val"][0]["src"], stored_features(val_store, 0))
 
 
 def test_without_precompute_features_the_batches_hold_log_mel_frames(tmp_path, frozen, counted):

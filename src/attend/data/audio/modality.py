@@ -31,8 +31,9 @@ class AudioModality(Modality):
     each time it is read; the training split's other speeds are stored once beside its features
     (``speed_perturbed`` store), or made on the fly without ``precompute``. ``precompute_features``: a frozen encoder
     part (encoder=whisper) runs once per utterance and speed into a feature store, whose outputs are batched as
-    ``src`` (evaluation batches add each utterance's ``spectrogram`` for the plots); SpecAugment then cannot apply
-    (refused), speed perturbation can (each speed is stored)."""
+    ``src`` (evaluation batches add each utterance's ``spectrogram`` for the plots); SpecAugment then masks those
+    outputs (spans of positions, bands of their channels) each time a training example is read, and speed
+    perturbation stores each speed's outputs."""
 
     name = "audio"
     unit = example_unit = "utterances"
@@ -91,6 +92,8 @@ class AudioModality(Modality):
         stored = self.features.get(encoded.folder.name)
         if stored is not None:  # the frozen encoder's outputs (S, D); the plots read the spectrogram
             example: dict[str, Any] = {"src": stored_features(stored, row, speed)}
+            if train and self.spec_augment is not None:  # masks in the stored outputs' space: (S, D), not (N, F)
+                example["src"] = self.spec_augment(example["src"])
             if not train:
                 frames = self.frames(encoded, row, records, record_row)
                 example["spectrogram"] = frames.numpy().T  # (n_mels, N): an array, which the batch keeps as a list
@@ -141,17 +144,13 @@ class AudioModality(Modality):
 
     def use_frozen_features(self, extractor: AudioFeatureExtractor, datamodule) -> None:
         """Store the frozen part's outputs of every split once (unless ``precompute_features`` is off) and batch them
-        as ``src``; refused when the front end is not the one the encoder reads, or with SpecAugment."""
+        as ``src``; refused when the front end is not the one the encoder reads."""
         expected, actual = getattr(extractor, "frontend", None), type(self.frontend).__name__
         if expected and expected != actual:
             raise ValueError(f"the encoder reads {expected} features but data.modality.frontend is {actual}: use "
                              f"{expected} (encoder=whisper: add frontend=whisper to the command line)")
         if not self.precompute_features:
             return
-        if self.spec_augment is not None:
-            raise ValueError("SpecAugment cannot apply to a frozen encoder's outputs stored once: set "
-                             "data.modality.spec_augment=null (or data.modality.precompute_features=false to run the "
-                             "encoder on masked features every step)")
         self.extractor = extractor
         for split, encoded in datamodule.encoded.items():
             self.prepare_features(encoded, split, datamodule)
