@@ -1,6 +1,7 @@
 """Choose decoding.ctc_weight and decoding.word_prior_weight on validation: decode a speech checkpoint's validation
 split (or its test split) with joint CTC/attention beam search at several CTC weights, each with the word prior
-(attend.search.WordPrior) at several weights, and with the CTC head alone, and print CER and WER of each.
+(attend.search.WordPrior) at several weights, and with the CTC head alone, and print CER and WER of each (and each
+corpus's CER where the split holds several, as task=asr's does).
 
     .venv/bin/python scripts/ctc_weight_sweep.py outputs/asr/runs/<time>/checkpoints/best.ckpt
     .venv/bin/python scripts/ctc_weight_sweep.py CKPT --weights 0 0.3 0.5 0.7 --split test --beam-size 4
@@ -27,10 +28,12 @@ from attend.search import WordPrior
 
 
 class Scores:
-    """CER and WER of one decoding over the batches, in %, and the seconds its decoding took."""
+    """CER and WER of one decoding over the batches, in %, the seconds its decoding took, and the CER of each corpus
+    when the split holds several (``corpora``: the batches' ``corpus`` field, attend.data.Corpora)."""
 
-    def __init__(self) -> None:
+    def __init__(self, corpora: list[str]) -> None:
         self.cer, self.wer, self.seconds = CharErrorRate(), WordErrorRate(), 0.0
+        self.corpus_cer = {corpus: CharErrorRate() for corpus in corpora}
 
     def add(self, decode, *args) -> None:
         start = time.perf_counter()
@@ -38,10 +41,14 @@ class Scores:
         self.seconds += time.perf_counter() - start
         self.cer.update(decoded)
         self.wer.update(decoded)
+        for corpus, cer in self.corpus_cer.items():
+            cer.update(decoded.text_rows([row for row, name in enumerate(decoded.batch["corpus"]) if name == corpus]))
 
     def row(self, name: str) -> str:
         cer, wer = 100 * float(self.cer.compute()), 100 * float(self.wer.compute())
-        return f"{name:<30} {cer:>7.2f} {wer:>7.2f} {self.seconds:>8.1f}"
+        per_corpus = "".join(f" {100 * float(metric.compute()):>{max(len(corpus), 7)}.2f}"
+                             for corpus, metric in self.corpus_cer.items())
+        return f"{name:<30} {cer:>7.2f} {wer:>7.2f} {self.seconds:>8.1f}{per_corpus}"
 
 
 def main() -> None:
@@ -73,7 +80,9 @@ def main() -> None:
     searches = {f"ctc_weight {w:g}" + (f" prior {p:g}" if p or len(args.word_prior_weights) > 1 else ""): search(w, p)
                 for w in args.weights for p in args.word_prior_weights}
     greedy = instantiate(config.model.val_search)
-    ctc_alone, greedy_alone, joint = Scores(), Scores(), {name: Scores() for name in searches}
+    corpora = list(getattr(model, "corpora", None) or [])
+    ctc_alone, greedy_alone = Scores(corpora), Scores(corpora)
+    joint = {name: Scores(corpora) for name in searches}
     utterances = 0
     for batch in loader:  # each batch encoded once, for every decoding of it
         memory = model.encode(batch)
@@ -83,7 +92,8 @@ def main() -> None:
         for name, search in searches.items():
             joint[name].add(model.decode, batch, search, memory)
     print(f"{args.split} split, {utterances} utterances")
-    print(f"{'decoding':<30} {'CER %':>7} {'WER %':>7} {'seconds':>8}")
+    per_corpus = "".join(f" {corpus:>7}" for corpus in corpora)  # each corpus's CER, in %
+    print(f"{'decoding':<30} {'CER %':>7} {'WER %':>7} {'seconds':>8}{per_corpus}")
     print(ctc_alone.row("CTC head alone"))
     print(greedy_alone.row("attention alone, greedy"))
     for name, scores in joint.items():
