@@ -80,7 +80,7 @@ def main() -> None:
     searches = {f"ctc_weight {w:g}" + (f" prior {p:g}" if p or len(args.word_prior_weights) > 1 else ""): search(w, p)
                 for w in args.weights for p in args.word_prior_weights}
     greedy = instantiate(config.model.val_search)
-    corpora = list(getattr(model, "corpora", None) or [])
+    corpora = model.corpora  # empty for a split of one corpus
     ctc_alone, greedy_alone = Scores(corpora), Scores(corpora)
     joint = {name: Scores(corpora) for name in searches}
     utterances = 0
